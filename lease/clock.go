@@ -1,0 +1,24 @@
+package lease
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Clock returns the time elapsed since an arbitrary fixed origin. It never
+// goes backwards, and it never runs slower than real time.
+type Clock func() time.Duration
+
+var processStart = time.Now()
+
+// BootClock reads CLOCK_BOOTTIME, which unlike Go's monotonic clock keeps
+// counting while the host is suspended. Where it cannot be read, BootClock
+// falls back to Go's monotonic clock.
+func BootClock() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return time.Since(processStart)
+	}
+	return time.Duration(ts.Nano())
+}

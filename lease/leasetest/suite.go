@@ -1,0 +1,371 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// Harness gives the conformance suite access to one fresh, empty store.
+type Harness struct {
+	// Open returns a new handle on the store. Handles of one Harness share
+	// the same records, as separate processes sharing the store would.
+	// The suite closes every handle it opens.
+	Open func(t *testing.T) lease.Store
+	// Delete removes name's record behind the store's back, as an operator
+	// or a restore from backup might.
+	Delete func(t *testing.T, name string)
+}
+
+// Run runs the conformance suite. newHarness is called once per subtest and
+// must return a harness over a store no other subtest uses.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"ExactlyOneOfManyWins", testExactlyOneWins},
+		{"HeldNameIsRefusedWithHolder", testHeldIsRefused},
+		{"HolderCannotReacquire", testHolderCannotReacquire},
+		{"RenewExtendsAndKeepsToken", testRenewExtends},
+		{"ExpiryLetsAnotherTakeOver", testExpiryTakeover},
+		{"OldHolderIsLostAfterTakeover", testLostAfterTakeover},
+		{"WrongTokenIsLost", testWrongToken},
+		{"ReleaseFreesAtOnce", testReleaseFreesAtOnce},
+		{"TokensStrictlyIncrease", testTokensIncrease},
+		{"ReleaseWakesWaiter", testReleaseWakesWaiter},
+		{"WaitTimesOut", testWaitTimesOut},
+		{"WaitEndsWithContext", testWaitEndsWithContext},
+		{"GetAndList", testGetAndList},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newHarness(t))
+		})
+	}
+}
+
+const ttl = 10 * time.Second
+
+func open(t *testing.T, h Harness) lease.Store {
+	t.Helper()
+	s := h.Open(t)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func mustAcquire(t *testing.T, s lease.Store, name, holder string, ttl time.Duration) lease.Record {
+	t.Helper()
+	rec, err := s.Acquire(ctx(t), name, holder, ttl)
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", name, holder, err)
+	}
+	if rec.Name != name || rec.Holder != holder || !rec.Held() {
+		t.Fatalf("Acquire(%q, %q) = %+v, want a held record of that name and holder", name, holder, rec)
+	}
+	return rec
+}
+
+func wantHeld(t *testing.T, err error, holder string, token int64) {
+	t.Helper()
+	var held *lease.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("err = %v, want *lease.HeldError", err)
+	}
+	if got, want := held.Record.Holder, holder; got != want {
+		t.Errorf("HeldError holder = %q, want %q", got, want)
+	}
+	if got, want := held.Record.Token, token; got != want {
+		t.Errorf("HeldError token = %d, want %d", got, want)
+	}
+	if held.Record.Remaining <= 0 {
+		t.Errorf("HeldError remaining = %v, want > 0", held.Record.Remaining)
+	}
+}
+
+// waitExpired sleeps out a short lease; the sleep is the thing under test.
+func waitExpired(rec lease.Record) { time.Sleep(rec.Remaining + 50*time.Millisecond) }
+
+func testExactlyOneWins(t *testing.T, h Harness) {
+	const n = 8
+	stores := make([]lease.Store, n)
+	for i := range stores {
+		stores[i] = open(t, h)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []string
+		errs    []error
+	)
+	start := make(chan struct{})
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			holder := fmt.Sprintf("contender-%d", i)
+			_, err := s.Acquire(ctx(t), "one", holder, ttl)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				winners = append(winners, holder)
+			} else {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("winners = %v, want exactly one", winners)
+	}
+	for _, err := range errs {
+		var held *lease.HeldError
+		if !errors.As(err, &held) {
+			t.Errorf("loser's error = %v, want *lease.HeldError", err)
+			continue
+		}
+		if got, want := held.Record.Holder, winners[0]; got != want {
+			t.Errorf("loser told holder %q, want %q", got, want)
+		}
+	}
+}
+
+func testHeldIsRefused(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	rec := mustAcquire(t, a, "n", "a", ttl)
+	_, err := b.Acquire(ctx(t), "n", "b", ttl)
+	wantHeld(t, err, "a", rec.Token)
+}
+
+func testHolderCannotReacquire(t *testing.T, h Harness) {
+	a := open(t, h)
+	rec := mustAcquire(t, a, "n", "a", ttl)
+	_, err := a.Acquire(ctx(t), "n", "a", ttl)
+	wantHeld(t, err, "a", rec.Token)
+}
+
+func testRenewExtends(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	rec := mustAcquire(t, a, "n", "a", 300*time.Millisecond)
+	renewed, err := a.Renew(ctx(t), "n", "a", rec.Token, ttl)
+	if err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if got, want := renewed.Token, rec.Token; got != want {
+		t.Errorf("token after renew = %d, want %d (unchanged)", got, want)
+	}
+	if renewed.Remaining <= 300*time.Millisecond {
+		t.Errorf("remaining after renew = %v, want about %v", renewed.Remaining, ttl)
+	}
+	waitExpired(rec)
+	_, err = b.Acquire(ctx(t), "n", "b", ttl)
+	wantHeld(t, err, "a", rec.Token)
+}
+
+func testExpiryTakeover(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	first := mustAcquire(t, a, "n", "a", 300*time.Millisecond)
+	waitExpired(first)
+	second := mustAcquire(t, b, "n", "b", ttl)
+	if second.Token <= first.Token {
+		t.Errorf("token after takeover = %d, want > %d", second.Token, first.Token)
+	}
+}
+
+func testLostAfterTakeover(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	first := mustAcquire(t, a, "n", "a", 300*time.Millisecond)
+	waitExpired(first)
+	second := mustAcquire(t, b, "n", "b", ttl)
+	if _, err := a.Renew(ctx(t), "n", "a", first.Token, ttl); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("old holder's Renew = %v, want ErrLost", err)
+	}
+	if err := a.Release(ctx(t), "n", "a", first.Token); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("old holder's Release = %v, want ErrLost", err)
+	}
+	got, err := b.Get(ctx(t), "n")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Holder != "b" || got.Token != second.Token || !got.Held() {
+		t.Errorf("after old holder's calls, record = %+v, want held by b with token %d", got, second.Token)
+	}
+}
+
+func testWrongToken(t *testing.T, h Harness) {
+	a := open(t, h)
+	rec := mustAcquire(t, a, "n", "a", ttl)
+	if _, err := a.Renew(ctx(t), "n", "a", rec.Token-1, ttl); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Renew with a wrong token = %v, want ErrLost", err)
+	}
+	if _, err := a.Renew(ctx(t), "n", "other", rec.Token, ttl); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Renew by another holder = %v, want ErrLost", err)
+	}
+	if _, err := a.Renew(ctx(t), "never-acquired", "a", rec.Token, ttl); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Renew of an unknown name = %v, want ErrLost", err)
+	}
+	if err := a.Release(ctx(t), "n", "other", rec.Token); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Release by another holder = %v, want ErrLost", err)
+	}
+}
+
+func testReleaseFreesAtOnce(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	first := mustAcquire(t, a, "n", "a", ttl)
+	if err := a.Release(ctx(t), "n", "a", first.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	got, err := b.Get(ctx(t), "n")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.State() != "released" {
+		t.Errorf("state after release = %q, want released", got.State())
+	}
+	second := mustAcquire(t, b, "n", "b", ttl)
+	if second.Token <= first.Token {
+		t.Errorf("token after release = %d, want > %d", second.Token, first.Token)
+	}
+	if err := a.Release(ctx(t), "n", "a", first.Token); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("second Release by the old holder = %v, want ErrLost", err)
+	}
+}
+
+func testTokensIncrease(t *testing.T, h Harness) {
+	a := open(t, h)
+	var last int64
+	check := func(step string, rec lease.Record) {
+		t.Helper()
+		if rec.Token <= last {
+			t.Errorf("%s: token %d, want > %d", step, rec.Token, last)
+		}
+		last = rec.Token
+	}
+	for i := range 5 {
+		rec := mustAcquire(t, a, "n", "a", ttl)
+		check(fmt.Sprintf("acquire %d after release", i), rec)
+		if err := a.Release(ctx(t), "n", "a", rec.Token); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	rec := mustAcquire(t, a, "n", "a", 200*time.Millisecond)
+	check("acquire before expiry", rec)
+	waitExpired(rec)
+	rec = mustAcquire(t, a, "n", "b", ttl)
+	check("acquire after expiry", rec)
+	h.Delete(t, "n")
+	if _, err := a.Get(ctx(t), "n"); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
+	}
+	// The clock floor is in milliseconds: let the store's clock pass the
+	// last grant, as it always has in practice before a row is deleted.
+	time.Sleep(5 * time.Millisecond)
+	rec = mustAcquire(t, a, "n", "c", ttl)
+	check("acquire after the record was deleted", rec)
+}
+
+func testReleaseWakesWaiter(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	rec := mustAcquire(t, a, "n", "a", ttl)
+	const timeout = 20 * time.Second
+	woke := make(chan time.Duration, 1)
+	waiting := make(chan struct{})
+	go func() {
+		close(waiting)
+		start := time.Now()
+		if err := b.Wait(ctx(t), "n", timeout); err != nil {
+			t.Errorf("Wait: %v", err)
+		}
+		woke <- time.Since(start)
+	}()
+	<-waiting
+	// Renewals are not changes of hands; they may wake the waiter but must
+	// not be needed to. Give Wait a moment to subscribe, as a follower
+	// always has before the leader releases.
+	time.Sleep(200 * time.Millisecond)
+	released := time.Now()
+	if err := a.Release(ctx(t), "n", "a", rec.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-woke:
+		lag := time.Since(released)
+		t.Logf("waiter woke %v after release", lag)
+		if lag > 2*time.Second {
+			t.Errorf("waiter woke %v after release, want well under a second", lag)
+		}
+	case <-time.After(timeout + 5*time.Second):
+		t.Fatal("waiter was not woken")
+	}
+}
+
+func testWaitTimesOut(t *testing.T, h Harness) {
+	a := open(t, h)
+	mustAcquire(t, a, "n", "a", ttl)
+	start := time.Now()
+	if err := a.Wait(ctx(t), "n", 300*time.Millisecond); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got := time.Since(start); got < 250*time.Millisecond || got > 10*time.Second {
+		t.Errorf("Wait(300ms) on an unchanging name returned after %v", got)
+	}
+}
+
+func testWaitEndsWithContext(t *testing.T, h Harness) {
+	a := open(t, h)
+	c, cancel := context.WithCancel(ctx(t))
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	if err := a.Wait(c, "n", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func testGetAndList(t *testing.T, h Harness) {
+	a := open(t, h)
+	if _, err := a.Get(ctx(t), "missing"); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("Get of a missing name = %v, want ErrNotFound", err)
+	}
+	recs, err := a.List(ctx(t))
+	if err != nil || len(recs) != 0 {
+		t.Errorf("List of an empty store = %v, %v; want none", recs, err)
+	}
+	b := mustAcquire(t, a, "b", "h1", ttl)
+	mustAcquire(t, a, "a", "h2", ttl)
+	got, err := a.Get(ctx(t), "b")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Holder != "h1" || got.Token != b.Token || got.State() != "held" {
+		t.Errorf("Get = %+v, want held by h1 with token %d", got, b.Token)
+	}
+	if got.Acquired.IsZero() || got.Expires.Before(got.Acquired) {
+		t.Errorf("Get times: acquired %v, expires %v", got.Acquired, got.Expires)
+	}
+	recs, err = a.List(ctx(t))
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(recs) != 2 || recs[0].Name != "a" || recs[1].Name != "b" {
+		t.Errorf("List = %+v, want records a and b in that order", recs)
+	}
+	if a.Describe() == "" {
+		t.Error("Describe() is empty")
+	}
+}
