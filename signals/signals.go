@@ -1,0 +1,44 @@
+// Package signals says which signals leaderrun forwards to its child, which
+// of them also stop leaderrun, and which it never touches.
+//
+// Forwarded is an explicit allow-list. Notify subscribes to exactly that list:
+// never to every signal (the Go runtime sends itself SIGURG for preemption),
+// and nothing here calls signal.Ignore (a child would inherit SIG_IGN).
+// CHLD, URG, PIPE, TTIN and TTOU are never forwarded.
+package signals
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Forwarded lists the signals leaderrun relays to its child's process group.
+// Callers must not modify it.
+var Forwarded = []os.Signal{
+	syscall.SIGHUP,
+	syscall.SIGINT,
+	syscall.SIGQUIT,
+	syscall.SIGTERM,
+	syscall.SIGUSR1,
+	syscall.SIGUSR2,
+	syscall.SIGWINCH,
+	syscall.SIGCONT,
+	syscall.SIGALRM,
+}
+
+// IsStop reports whether sig stops leaderrun itself once it has been
+// forwarded: TERM, INT, QUIT and HUP do; every other signal does not.
+func IsStop(sig os.Signal) bool {
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP:
+		return true
+	}
+	return false
+}
+
+// Notify relays every signal in Forwarded, and only those, to c.
+// Like signal.Notify, it does not block sending to c: c should be buffered.
+func Notify(c chan<- os.Signal) {
+	signal.Notify(c, Forwarded...)
+}
