@@ -1,0 +1,165 @@
+// Package config turns leaderrun's options into a validated Config. It
+// applies the defaults of the timing model and reports every bad option at
+// once, each naming the option and why it is wrong.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Defaults of the timing model (DESIGN §2). RenewDeadline defaults to
+// LeaseDuration − KillGrace − Margin.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	DefaultKillGrace     = 5 * time.Second
+	DefaultMargin        = 2 * time.Second
+	DefaultRestartDelay  = 1 * time.Second
+
+	// minMargin is the least slack validation accepts between the end of
+	// a kill and the store's expiry.
+	minMargin = time.Second
+)
+
+// Timing holds the durations of the timing model. Zero fields take their
+// defaults in Normalize.
+type Timing struct {
+	LeaseDuration time.Duration // --ttl: the TTL the store writes
+	RenewDeadline time.Duration // --renew-deadline: how long trust lasts after a renew is sent
+	RetryPeriod   time.Duration // --renew-interval: from one renew attempt's start to the next
+	KillGrace     time.Duration // --kill-grace: stop signal → SIGKILL
+}
+
+// Config is everything leaderrun needs to run one command under a lease.
+type Config struct {
+	Name     string
+	Store    string // DSN; empty means the per-host SQLite file
+	Identity string // empty means host, pid and a random part
+	Timing
+	Once           bool
+	AcquireTimeout time.Duration // 0: wait for ever
+	RestartDelay   time.Duration // before campaigning again after the child exited
+	Command        []string
+}
+
+// FieldError says what is wrong with one option.
+type FieldError struct {
+	Option string // as the user spells it: "--ttl"
+	Value  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Option, e.Reason)
+	}
+	return fmt.Sprintf("%s %s: %s", e.Option, e.Value, e.Reason)
+}
+
+// Normalize fills in defaults for zero durations. A zero RenewDeadline is
+// derived from the TTL, the kill grace and the margin, and a zero
+// RetryPeriod from the deadline, so that setting only --ttl keeps the model
+// safe.
+func (t *Timing) Normalize() {
+	if t.LeaseDuration == 0 {
+		t.LeaseDuration = DefaultLeaseDuration
+	}
+	if t.KillGrace == 0 {
+		t.KillGrace = DefaultKillGrace
+	}
+	if t.RenewDeadline == 0 {
+		margin := DefaultMargin
+		// Short leases (tests, benchmarks) keep the safety margin
+		// proportional rather than leaving no deadline at all.
+		if t.LeaseDuration < DefaultLeaseDuration {
+			margin = max(minMargin, t.LeaseDuration*DefaultMargin/DefaultLeaseDuration)
+		}
+		t.RenewDeadline = t.LeaseDuration - t.KillGrace - margin
+	}
+	if t.RetryPeriod == 0 {
+		// Four renew attempts fit in the deadline, as with the defaults.
+		t.RetryPeriod = DefaultRetryPeriod
+		if t.RenewDeadline > 0 {
+			t.RetryPeriod = min(DefaultRetryPeriod, t.RenewDeadline/4)
+		}
+	}
+}
+
+// Validate checks the timing model: every duration positive, renewals more
+// frequent than the deadline, and deadline + kill grace + 1s within the TTL,
+// so a lost leader's child is dead before the store lets another take over.
+func (t Timing) Validate() error {
+	var errs []error
+	bad := func(opt string, v time.Duration, format string, args ...any) {
+		errs = append(errs, &FieldError{Option: opt, Value: v.String(), Reason: fmt.Sprintf(format, args...)})
+	}
+	positive := []struct {
+		opt string
+		v   time.Duration
+	}{
+		{"--ttl", t.LeaseDuration}, {"--renew-deadline", t.RenewDeadline},
+		{"--renew-interval", t.RetryPeriod}, {"--kill-grace", t.KillGrace},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			bad(p.opt, p.v, "must be positive")
+		}
+	}
+	if t.RenewDeadline <= 0 && t.LeaseDuration > 0 && t.KillGrace > 0 {
+		errs = append(errs, fmt.Errorf("(unless set, --renew-deadline is --ttl − --kill-grace − a margin; raise --ttl %v or lower --kill-grace %v)", t.LeaseDuration, t.KillGrace))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if t.RetryPeriod >= t.RenewDeadline {
+		bad("--renew-interval", t.RetryPeriod, "must be shorter than --renew-deadline (%v), or no renewal fits before trust ends", t.RenewDeadline)
+	}
+	if need := t.RenewDeadline + t.KillGrace + minMargin; need > t.LeaseDuration {
+		bad("--ttl", t.LeaseDuration, "must be at least --renew-deadline + --kill-grace + 1s = %v + %v + 1s = %v, or a lost leader's child could still run when another replica takes over", t.RenewDeadline, t.KillGrace, need)
+	}
+	return errors.Join(errs...)
+}
+
+// Validate normalizes c's timing and checks every field. It returns all
+// problems joined, one *FieldError each.
+func (c *Config) Validate() error {
+	c.Timing.Normalize()
+	var errs []error
+	if err := ValidateName(c.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Timing.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.AcquireTimeout < 0 {
+		errs = append(errs, &FieldError{"--acquire-timeout", c.AcquireTimeout.String(), "must not be negative"})
+	}
+	if c.RestartDelay < 0 {
+		errs = append(errs, &FieldError{"--restart-delay", c.RestartDelay.String(), "must not be negative"})
+	}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		errs = append(errs, &FieldError{Option: "COMMAND", Reason: "missing: give the program to run after --, as in: leaderrun --name relay -- ./relay"})
+	}
+	return errors.Join(errs...)
+}
+
+// MaxNameLen bounds a lease name.
+const MaxNameLen = 200
+
+// ValidateName checks a lease name: 1 to MaxNameLen printable characters
+// without spaces.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return &FieldError{Option: "--name", Reason: "required: the name of the lease every replica campaigns for"}
+	case len(name) > MaxNameLen:
+		return &FieldError{"--name", fmt.Sprintf("%q", name[:20]+"…"), fmt.Sprintf("longer than %d bytes", MaxNameLen)}
+	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
+		return &FieldError{"--name", fmt.Sprintf("%q", name), "must not contain spaces or control characters"}
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNormalizeDefaults(t *testing.T) {
+	var tm Timing
+	tm.Normalize()
+	want := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second, KillGrace: 5 * time.Second}
+	if tm != want {
+		t.Errorf("Normalize() = %+v, want %+v", tm, want)
+	}
+	if err := tm.Validate(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+}
+
+func TestNormalizeShortTTL(t *testing.T) {
+	tm := Timing{LeaseDuration: 3 * time.Second, KillGrace: time.Second}
+	tm.Normalize()
+	if got, want := tm.RenewDeadline, time.Second; got != want {
+		t.Errorf("RenewDeadline = %v, want %v", got, want)
+	}
+	if got, want := tm.RetryPeriod, 250*time.Millisecond; got != want {
+		t.Errorf("RetryPeriod = %v, want %v", got, want)
+	}
+	if err := tm.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+func TestValidateTiming(t *testing.T) {
+	s := time.Second
+	tests := []struct {
+		name    string
+		timing  Timing
+		options []string // every option the error must name; none means valid
+	}{
+		{"defaults", Timing{}, nil},
+		{"explicit valid", Timing{LeaseDuration: 10 * s, RenewDeadline: 4 * s, RetryPeriod: s, KillGrace: 5 * s}, nil},
+		{"exactly one second of margin", Timing{LeaseDuration: 10 * s, RenewDeadline: 4 * s, RetryPeriod: s, KillGrace: 5 * s}, nil},
+		{"renew interval equals deadline", Timing{RenewDeadline: 2 * s, RetryPeriod: 2 * s}, []string{"--renew-interval"}},
+		{"renew interval above deadline", Timing{RenewDeadline: 3 * s, RetryPeriod: 5 * s}, []string{"--renew-interval"}},
+		{"deadline plus grace too long", Timing{RenewDeadline: 10 * s}, []string{"--ttl"}},
+		{"ttl too short for defaults", Timing{LeaseDuration: 4 * s}, []string{"--renew-deadline"}},
+		{"negative grace", Timing{KillGrace: -s}, []string{"--kill-grace"}},
+		{"negative ttl and interval", Timing{LeaseDuration: -s, RetryPeriod: -s}, []string{"--ttl", "--renew-interval"}},
+		{"two rules broken", Timing{LeaseDuration: 6 * s, RenewDeadline: 3 * s, RetryPeriod: 3 * s, KillGrace: 5 * s}, []string{"--renew-interval", "--ttl"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := tc.timing
+			tm.Normalize()
+			err := tm.Validate()
+			if len(tc.options) == 0 {
+				if err != nil {
+					t.Fatalf("Validate(%+v) = %v, want nil", tm, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate(%+v) = nil, want an error naming %v", tm, tc.options)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("error %v holds no *FieldError", err)
+			}
+			for _, opt := range tc.options {
+				if !strings.Contains(err.Error(), opt) {
+					t.Errorf("error %q does not name %s", err, opt)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateConfig(t *testing.T) {
+	valid := func() Config { return Config{Name: "relay", Command: []string{"./relay"}} }
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string // substring of the error; empty means valid
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"no name", func(c *Config) { c.Name = "" }, "--name: required"},
+		{"name with space", func(c *Config) { c.Name = "a b" }, "--name"},
+		{"name too long", func(c *Config) { c.Name = strings.Repeat("x", MaxNameLen+1) }, "longer than"},
+		{"no command", func(c *Config) { c.Command = nil }, "COMMAND: missing"},
+		{"empty command", func(c *Config) { c.Command = []string{""} }, "COMMAND: missing"},
+		{"negative acquire timeout", func(c *Config) { c.AcquireTimeout = -time.Second }, "--acquire-timeout"},
+		{"negative restart delay", func(c *Config) { c.RestartDelay = -time.Second }, "--restart-delay"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := Config{Timing: Timing{KillGrace: -time.Second}}
+	err := c.Validate()
+	for _, want := range []string{"--name", "--kill-grace", "COMMAND"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %s", err, want)
+		}
+	}
+}
