@@ -1,0 +1,151 @@
+package supervise
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Child is a running command started by Start. Its methods are safe for
+// concurrent use.
+type Child struct {
+	spec   Spec // with defaults applied
+	logger *slog.Logger
+
+	pid    int           // set under theReaper.mu before Start returns; never changes
+	status Status        // set under theReaper.mu by the reaper
+	reaped chan struct{} // closed by the reaper once the child has been reaped
+	done   chan struct{} // closed after reaped, once the terminal is given back
+
+	stopOnce sync.Once
+}
+
+// Start runs the command described by spec. The error wraps ErrNotFound or
+// ErrNotExecutable when the command cannot be found or executed.
+func Start(spec Spec) (*Child, error) {
+	spec = spec.withDefaults()
+	path, err := spec.lookPath()
+	if err != nil {
+		return nil, err
+	}
+	if spec.Dir != "" {
+		if _, err := os.Stat(spec.Dir); err != nil {
+			return nil, fmt.Errorf("start %q: %w", spec.Path, err)
+		}
+	}
+	if len(spec.Args) == 0 {
+		spec.Args = []string{spec.Path}
+	}
+	startReaper(spec.Logger)
+
+	c := &Child{
+		spec:   spec,
+		logger: spec.Logger,
+		reaped: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	started := make(chan error, 1)
+	go c.run(path, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	c.logger.Info("child started", "pid", c.pid, "path", path)
+	return c, nil
+}
+
+// run forks the child from a locked OS thread and keeps that thread until the
+// child has been reaped, because Pdeathsig fires when the forking thread
+// exits. It reports the fork's outcome on started and returns after the child
+// has been reaped and, if it was the foreground job, the terminal given back.
+func (c *Child) run(path string, started chan<- error) {
+	// Never unlocked: the thread exits with this goroutine.
+	runtime.LockOSThread()
+
+	fg := ownsForeground()
+	attr := &syscall.ProcAttr{
+		Dir:   c.spec.Dir,
+		Env:   c.spec.Env,
+		Files: []uintptr{c.spec.Stdin.Fd(), c.spec.Stdout.Fd(), c.spec.Stderr.Fd()},
+		Sys: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Foreground: fg,
+			Ctty:       0, // with Foreground: this process's stdin
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	err := theReaper.fork(c, func() (int, error) {
+		return syscall.ForkExec(path, c.spec.Args, attr)
+	})
+	runtime.KeepAlive(c.spec.Stdin)
+	runtime.KeepAlive(c.spec.Stdout)
+	runtime.KeepAlive(c.spec.Stderr)
+	if err != nil {
+		started <- forkError(c.spec.Path, err)
+		return
+	}
+	started <- nil
+
+	<-c.reaped
+	if fg {
+		if err := reclaimForeground(); err != nil {
+			c.logger.Warn("cannot take back the terminal", "err", err)
+		}
+	}
+	close(c.done)
+}
+
+// exited records the child's status. The reaper calls it with its mutex held.
+func (c *Child) exited(st Status) {
+	c.status = st
+	close(c.reaped)
+}
+
+// Pid returns the child's process ID, which is also its process group ID.
+func (c *Child) Pid() int { return c.pid }
+
+// Done is closed once the child itself has been reaped (and, if it was the
+// terminal's foreground job, the terminal given back). Its descendants may
+// still be running; Stop kills them.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Status returns how the child ended. It is the zero Status until Done is
+// closed.
+func (c *Child) Status() Status {
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
+	return c.status
+}
+
+// Signal sends sig to the child's process group, or to the child alone if it
+// has left its group. After the child has been reaped it does nothing and
+// returns nil, so it never signals a recycled pid.
+func (c *Child) Signal(sig syscall.Signal) error {
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
+	if !theReaper.isLive(c.pid) {
+		return nil
+	}
+	err := killGroup(c.pid, sig)
+	if err == unix.ESRCH {
+		err = unix.Kill(c.pid, sig)
+	}
+	if err != nil && err != unix.ESRCH {
+		return fmt.Errorf("signal child %d: %w", c.pid, err)
+	}
+	return nil
+}
+
+// killGroup sends sig to process group pgid. It refuses group IDs 0 and 1,
+// which kill(2) would read as "our group" and "every process", and our own
+// group.
+func killGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 || pgid == unix.Getpgrp() {
+		return fmt.Errorf("refusing to signal process group %d", pgid)
+	}
+	return unix.Kill(-pgid, sig)
+}

@@ -1,0 +1,21 @@
+// Package supervise runs one child process and guarantees it, and everything
+// it spawned, dies when told to.
+//
+// Start executes the command directly, without a shell, in its own process
+// group (or as the terminal's foreground job when leaderrun owns the
+// foreground of its terminal). The child gets SIGKILL if the thread that
+// forked it dies, and that thread lives until the child has been reaped, so
+// the child never outlives this process.
+//
+// The package owns every wait in the process. A single reaper goroutine,
+// started by the first Start, calls wait4(-1) on each SIGCHLD and once a
+// second; it delivers statuses to Children and reaps every other zombie
+// (orphans adopted as PID 1 or as child subreaper). Once Start has been
+// called, nothing else in the process may wait for children: os/exec's Wait
+// and os.Process.Wait would lose statuses to the reaper, or steal them.
+//
+// Stop sends the stop signal to the group, waits KillGrace, sends SIGKILL to
+// the group, then kills every remaining child of this process that is not
+// another live Child, until none is left. It returns only when all of them
+// have been reaped.
+package supervise

@@ -1,0 +1,118 @@
+package supervise
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pollInterval is how often the reaper calls wait4 without a SIGCHLD, as a
+// safety net for coalesced or lost signals.
+const pollInterval = time.Second
+
+// reaper owns every wait4 in the process. Its goroutine, started once by the
+// first Start, runs for the life of the process.
+type reaper struct {
+	// mu guards children and logger. It is held across each wait4 and
+	// across fork+register, so a child cannot be reaped before it is
+	// registered and no status is lost.
+	mu       sync.Mutex
+	children map[int]*Child // live Children by pid
+	logger   *slog.Logger   // the last non-nil Spec.Logger, for orphans
+}
+
+var (
+	theReaper = reaper{
+		children: make(map[int]*Child),
+		logger:   slog.New(slog.DiscardHandler),
+	}
+	reaperOnce sync.Once
+)
+
+// startReaper makes this process a child subreaper (unless it is PID 1) and
+// starts the reaper goroutine. Only the first call does anything.
+func startReaper(logger *slog.Logger) {
+	reaperOnce.Do(func() {
+		if !IsInit() {
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				logger.Warn("cannot become child subreaper; escaped descendants will not be killed", "err", err)
+			}
+		}
+		sigchld := make(chan os.Signal, 1)
+		signal.Notify(sigchld, syscall.SIGCHLD)
+		go theReaper.loop(sigchld)
+	})
+}
+
+// loop reaps on every SIGCHLD and every pollInterval. It never returns.
+func (r *reaper) loop(sigchld <-chan os.Signal) {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sigchld:
+		case <-tick.C:
+		}
+		r.reap()
+	}
+}
+
+// reap collects every exited child of this process without blocking. A
+// registered Child gets its status; any other pid is logged and forgotten.
+func (r *reaper) reap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return // ECHILD: no children; 0: none has exited
+		}
+		st := statusOf(ws)
+		if c, ok := r.children[pid]; ok {
+			delete(r.children, pid)
+			c.exited(st)
+			continue
+		}
+		r.logger.Debug("reaped orphan", "pid", pid, "status", st.String())
+	}
+}
+
+// fork runs forkExec with r.mu held and registers c under the pid it returns.
+func (r *reaper) fork(c *Child, forkExec func() (int, error)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.logger != nil {
+		r.logger = c.logger
+	}
+	pid, err := forkExec()
+	if err != nil {
+		return err
+	}
+	c.pid = pid
+	r.children[pid] = c
+	return nil
+}
+
+// isLive reports whether pid is a registered Child that has not been reaped.
+// r.mu must be held.
+func (r *reaper) isLive(pid int) bool {
+	_, ok := r.children[pid]
+	return ok
+}
+
+// statusOf converts a wait status of an exited or killed process.
+func statusOf(ws unix.WaitStatus) Status {
+	if ws.Signaled() {
+		return Status{Signal: syscall.Signal(ws.Signal())}
+	}
+	return Status{Code: ws.ExitStatus()}
+}

@@ -1,0 +1,81 @@
+package supervise
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/leaderrun/leaderrun/signals"
+	"golang.org/x/sys/unix"
+)
+
+// Status is how a child ended: with an exit code, or killed by a signal.
+type Status struct {
+	Code   int            // exit code; 0 when Signal is set
+	Signal syscall.Signal // the signal that killed the child, or 0
+}
+
+// String returns "exit status 3" or "killed by SIGTERM".
+func (s Status) String() string {
+	if s.Signal != 0 {
+		return "killed by " + signals.Name(s.Signal)
+	}
+	return fmt.Sprintf("exit status %d", s.Code)
+}
+
+// ExitCode returns the child's exit code, or 128+S when signal S killed it,
+// as a shell reports it.
+func (s Status) ExitCode() int {
+	if s.Signal != 0 {
+		return 128 + int(s.Signal)
+	}
+	return s.Code
+}
+
+// IsInit reports whether this process is PID 1, as in a container.
+func IsInit() bool { return os.Getpid() == 1 }
+
+// Reraise kills this process with the signal that killed the child, so that
+// our parent sees the same status. It does nothing when the child exited
+// normally or this process is PID 1 (the kernel does not deliver default
+// signals to init); the caller then exits with s.ExitCode(). Reraise returns
+// only if the signal did not kill us.
+func Reraise(s Status) {
+	if s.Signal == 0 || IsInit() {
+		return
+	}
+	signal.Reset(s.Signal)
+	// The Go runtime keeps its own handler after Reset, and that handler
+	// ignores or traps many signals (USR1, QUIT, SEGV...) instead of dying
+	// by them. Restore the kernel's default action and raise the signal on
+	// this thread, where it is not blocked.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	setDefaultAction(s.Signal)
+	var set unix.Sigset_t
+	addSignal(&set, s.Signal)
+	_ = unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+	_ = unix.Tgkill(os.Getpid(), unix.Gettid(), s.Signal)
+	time.Sleep(100 * time.Millisecond) // let delivery to another thread finish
+}
+
+// setDefaultAction sets the disposition of sig to SIG_DFL with rt_sigaction.
+// An all-zero struct sigaction means SIG_DFL, no flags and an empty mask on
+// every Linux architecture; the buffer is larger than any of them.
+func setDefaultAction(sig syscall.Signal) {
+	var act [64]byte
+	const sigsetSize = 8 // sizeof(kernel sigset_t) on all but mips
+	_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig),
+		uintptr(unsafe.Pointer(&act)), 0, sigsetSize, 0, 0)
+}
+
+// addSignal adds sig to set.
+func addSignal(set *unix.Sigset_t, sig syscall.Signal) {
+	bits := uint(unsafe.Sizeof(set.Val[0]) * 8)
+	n := uint(sig) - 1
+	set.Val[n/bits] |= 1 << (n % bits)
+}

@@ -1,0 +1,111 @@
+package supervise
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/leaderrun/leaderrun/signals"
+	"golang.org/x/sys/unix"
+)
+
+// groupPoll is how often Stop checks whether the child's group has emptied
+// after the child itself was reaped.
+const groupPoll = 10 * time.Millisecond
+
+// Stop ends the child and every descendant, and returns the child's Status
+// once all of them are dead and reaped. It sends StopSignal (then SIGCONT, so
+// a stopped group can act on it) to the child's group, waits until the group
+// is gone or KillGrace has passed, sends SIGKILL to the group and the child,
+// then kills and reaps every other child of this process that is not a live
+// Child, until none remains: descendants that escaped the group (setsid) and
+// were adopted by this subreaper or PID 1.
+//
+// Stop is idempotent and safe to call after the child exited by itself; then
+// only what remains of its group and the escaped descendants are stopped.
+// Concurrent calls all return when the first has finished.
+func (c *Child) Stop() Status {
+	c.stopOnce.Do(c.stop)
+	<-c.done
+	return c.Status()
+}
+
+func (c *Child) stop() {
+	sig, grace := c.spec.StopSignal, c.spec.KillGrace
+	deadline := time.Now().Add(grace)
+	if c.signalGroup(sig) {
+		c.logger.Info("stopping child", "pid", c.pid, "signal", signals.Name(sig), "grace", grace)
+		if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
+			c.signalGroup(syscall.SIGCONT)
+		}
+		c.awaitGroup(deadline)
+	}
+	if c.kill() {
+		c.logger.Warn("kill grace expired; sent SIGKILL", "pid", c.pid, "grace", grace)
+	}
+	c.awaitReaped()
+	sweep(c.logger)
+}
+
+// signalGroup sends sig to the child's process group when that cannot hit a
+// stranger, and reports whether it did. Until the child is reaped its pid pins
+// the group ID; afterwards the group is signalled only while one of our own
+// children is still in it, because an empty group's ID may be reused.
+func (c *Child) signalGroup(sig syscall.Signal) bool {
+	r := &theReaper
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isLive(c.pid) && !r.hasChildInGroup(c.pid) {
+		return false
+	}
+	return killGroup(c.pid, sig) == nil
+}
+
+// kill sends SIGKILL to the child's group and to the child itself (which may
+// have left its group), and reports whether anything was there to kill.
+func (c *Child) kill() bool {
+	killed := c.signalGroup(syscall.SIGKILL)
+	r := &theReaper
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.isLive(c.pid) && unix.Kill(c.pid, syscall.SIGKILL) == nil {
+		killed = true
+	}
+	return killed
+}
+
+// awaitGroup returns at deadline, or earlier once the child has been reaped
+// and no process is left in its group.
+func (c *Child) awaitGroup(deadline time.Time) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-c.reaped:
+	case <-timer.C:
+		return
+	}
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	for unix.Kill(-c.pid, 0) != unix.ESRCH {
+		select {
+		case <-tick.C:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// awaitReaped waits for the reaper to collect the child after SIGKILL,
+// warning periodically: a process in uninterruptible sleep dies only when
+// its system call returns.
+func (c *Child) awaitReaped() {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.reaped:
+			return
+		case <-tick.C:
+			c.logger.Warn("child still alive after SIGKILL", "pid", c.pid)
+		}
+	}
+}

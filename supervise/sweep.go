@@ -1,0 +1,56 @@
+package supervise
+
+import (
+	"log/slog"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// sweep kills and reaps every child of this process that is not a live
+// Child, until none remains. Descendants that escaped the child's group are
+// adopted by this process as child subreaper or PID 1 once their parent dies;
+// killing one may orphan its own children, which then appear on a later pass.
+func sweep(logger *slog.Logger) {
+	wait := time.Millisecond
+	for theReaper.killStrays(logger) > 0 {
+		theReaper.reap()
+		time.Sleep(wait) // let the killed die
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// killStrays sends SIGKILL to each child of this process that is not a live
+// Child, and to its process group unless that is our own or a live Child's.
+// It returns how many it found, zombies included.
+func (r *reaper) killStrays(logger *slog.Logger) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, pid := range listChildren() {
+		if r.isLive(pid) {
+			continue
+		}
+		n++
+		if err := unix.Kill(pid, syscall.SIGKILL); err == nil {
+			logger.Info("killed escaped descendant", "pid", pid)
+		}
+		// The stray, alive or a zombie, pins its group ID.
+		if pgid, err := unix.Getpgid(pid); err == nil && !r.isLive(pgid) {
+			_ = killGroup(pgid, syscall.SIGKILL)
+		}
+	}
+	return n
+}
+
+// hasChildInGroup reports whether a child of this process is in process
+// group pgid. r.mu must be held.
+func (r *reaper) hasChildInGroup(pgid int) bool {
+	for _, pid := range listChildren() {
+		if g, err := unix.Getpgid(pid); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
+}
