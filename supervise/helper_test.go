@@ -1,0 +1,237 @@
+package supervise
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/signals"
+	"golang.org/x/sys/unix"
+)
+
+// helperEnv selects a helper mode when the test binary runs as a child.
+const helperEnv = "SUPERVISE_HELPER"
+
+// quickRaceExit stops a helper built with -race from sleeping 1s at exit.
+const quickRaceExit = "GORACE=atexit_sleep_ms=0"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// helper runs the child named by mode and returns its exit code. Helpers that
+// block signal readiness by writing a file, never by timing.
+func helper(mode string, args []string) int {
+	switch mode {
+	case "exit": // exit CODE
+		code, _ := strconv.Atoi(args[0])
+		return code
+	case "sleep": // sleep READY: write READY, then sleep; dies by SIGTERM
+		writeFile(args[0], "ready")
+		time.Sleep(time.Hour)
+	case "ignore-term": // ignore-term READY
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM)
+		writeFile(args[0], "ready")
+		time.Sleep(time.Hour)
+	case "record": // record FILE READY: append each forwarded signal's name to FILE
+		c := make(chan os.Signal, 16)
+		signals.Notify(c)
+		writeFile(args[1], "ready")
+		for sig := range c {
+			appendFile(args[0], signals.Name(sig.(syscall.Signal))+"\n")
+			if sig == syscall.SIGTERM {
+				return 0
+			}
+		}
+	case "env": // env FILE
+		writeFile(args[0], strings.Join(os.Environ(), "\n"))
+	case "escape": // escape PIDFILE: a grandchild in a new session, then sleep
+		pid := spawn("sleep", []string{args[0] + ".grandchild-ready"}, &syscall.SysProcAttr{Setsid: true})
+		writeFile(args[0], strconv.Itoa(pid))
+		time.Sleep(time.Hour)
+	case "orphan": // orphan PIDFILE GOFILE: a grandchild that exits once GOFILE exists; exit now
+		pid := spawn("await", []string{args[1]}, nil)
+		writeFile(args[0], strconv.Itoa(pid))
+	case "await": // await FILE: exit once FILE exists
+		for !exists(args[0]) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	case "supervise": // supervise PIDFILE: run "sleep" under Start, churn threads, write its pid
+		c, err := Start(Spec{
+			Path: os.Args[0],
+			Args: []string{os.Args[0], args[0] + ".child-ready"},
+			Env:  append(os.Environ(), helperEnv+"=sleep", quickRaceExit),
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		waitFileHelper(args[0] + ".child-ready")
+		churnThreads()
+		writeFile(args[0], strconv.Itoa(c.Pid()))
+		time.Sleep(time.Hour)
+	case "reraise": // reraise SIGNAL
+		sig, _ := signals.Parse(args[0])
+		_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+		Reraise(Status{Signal: sig})
+		return 99
+	default:
+		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+		return 2
+	}
+	return 0
+}
+
+// churnThreads makes the Go runtime destroy OS threads: a goroutine that
+// exits while locked takes its thread with it. A child forked from one of
+// those threads would get its Pdeathsig.
+func churnThreads() {
+	done := make(chan struct{})
+	for range 20 {
+		go func() {
+			runtime.LockOSThread()
+			done <- struct{}{}
+		}()
+		<-done
+	}
+}
+
+// spawn starts the test binary in helper mode and does not wait for it.
+func spawn(mode string, args []string, attr *syscall.SysProcAttr) int {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, quickRaceExit)
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return cmd.Process.Pid
+}
+
+func writeFile(name, data string) {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		panic(err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		panic(err)
+	}
+}
+
+func appendFile(name, data string) {
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(data); err != nil {
+		panic(err)
+	}
+}
+
+func exists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
+
+func waitFileHelper(name string) {
+	for !exists(name) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Test-side helpers.
+
+const testTimeout = 10 * time.Second
+
+// startHelper starts the test binary as a child in the given helper mode.
+func startHelper(t *testing.T, spec Spec, mode string, args ...string) *Child {
+	t.Helper()
+	spec.Path = os.Args[0]
+	spec.Args = append([]string{os.Args[0]}, args...)
+	if spec.Env == nil {
+		spec.Env = os.Environ()
+	}
+	spec.Env = append(spec.Env, helperEnv+"="+mode, quickRaceExit)
+	c, err := Start(spec)
+	if err != nil {
+		t.Fatalf("Start(%s): %v", mode, err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	return c
+}
+
+// waitFile waits for name to exist and returns its contents.
+func waitFile(t *testing.T, name string) string {
+	t.Helper()
+	waitFor(t, "file "+filepath.Base(name), func() bool { return exists(name) })
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// waitFor polls cond until it holds or testTimeout passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", testTimeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitDone waits for c.Done with a timeout.
+func waitDone(t *testing.T, c *Child) Status {
+	t.Helper()
+	select {
+	case <-c.Done():
+		return c.Status()
+	case <-time.After(testTimeout):
+		t.Fatalf("child %d not done after %v", c.Pid(), testTimeout)
+		return Status{}
+	}
+}
+
+// stopWithin runs c.Stop with a timeout and returns its status and duration.
+func stopWithin(t *testing.T, c *Child) (Status, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	ch := make(chan Status, 1)
+	go func() { ch <- c.Stop() }()
+	select {
+	case st := <-ch:
+		return st, time.Since(start)
+	case <-time.After(testTimeout):
+		t.Fatalf("Stop of child %d did not return within %v", c.Pid(), testTimeout)
+		return Status{}, 0
+	}
+}
+
+// gone reports whether no process (not even a zombie) has this pid.
+func gone(pid int) bool {
+	return unix.Kill(pid, 0) == unix.ESRCH
+}
+
+func readPid(t *testing.T, name string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
