@@ -94,7 +94,7 @@ func TestLookPathUsesSpecEnv(t *testing.T) {
 	c, err := Start(Spec{
 		Path: "helper",
 		Args: []string{"helper", "7"},
-		Env:  []string{"PATH=" + dir, helperEnv + "=exit", quickRaceExit},
+		Env:  helperEnviron([]string{"PATH=" + dir}, "exit"),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func helper(mode string, args []string) int {
 		c, err := Start(Spec{
 			Path: os.Args[0],
 			Args: []string{os.Args[0], args[0] + ".child-ready"},
-			Env:  append(os.Environ(), helperEnv+"=sleep", quickRaceExit),
+			Env:  helperEnviron(os.Environ(), "sleep"),
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -107,10 +107,21 @@ func churnThreads() {
 	}
 }
 
+// helperEnviron returns env set up to run the test binary in helper mode.
+func helperEnviron(env []string, mode string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, helperEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, helperEnv+"="+mode, quickRaceExit)
+}
+
 // spawn starts the test binary in helper mode and does not wait for it.
 func spawn(mode string, args []string, attr *syscall.SysProcAttr) int {
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, quickRaceExit)
+	cmd.Env = helperEnviron(os.Environ(), mode)
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -163,7 +174,7 @@ func startHelper(t *testing.T, spec Spec, mode string, args ...string) *Child {
 	if spec.Env == nil {
 		spec.Env = os.Environ()
 	}
-	spec.Env = append(spec.Env, helperEnv+"="+mode, quickRaceExit)
+	spec.Env = helperEnviron(spec.Env, mode)
 	c, err := Start(spec)
 	if err != nil {
 		t.Fatalf("Start(%s): %v", mode, err)

@@ -1,0 +1,138 @@
+package supervise
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestStopObeyingChild(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startHelper(t, Spec{KillGrace: 5 * time.Second}, "sleep", ready)
+	waitFile(t, ready)
+	st, took := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+	if took >= 2*time.Second {
+		t.Errorf("Stop took %v, want well under KillGrace (5s)", took)
+	}
+	t.Logf("Stop took %v", took)
+}
+
+func TestStopIgnoringChild(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	const grace = 300 * time.Millisecond
+	c := startHelper(t, Spec{KillGrace: grace}, "ignore-term", ready)
+	waitFile(t, ready)
+	st, took := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGKILL}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+	if took < grace {
+		t.Errorf("Stop took %v, want at least KillGrace (%v)", took, grace)
+	}
+	t.Logf("Stop took %v", took)
+}
+
+func TestStopCustomSignal(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startHelper(t, Spec{StopSignal: syscall.SIGINT}, "sleep", ready)
+	waitFile(t, ready)
+	st, _ := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGINT}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+}
+
+func TestStopIsIdempotent(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startHelper(t, Spec{}, "sleep", ready)
+	waitFile(t, ready)
+	first, _ := stopWithin(t, c)
+	second, _ := stopWithin(t, c)
+	if first != second {
+		t.Errorf("second Stop() = %v, want %v", second, first)
+	}
+}
+
+func TestStopAfterExit(t *testing.T) {
+	c := startHelper(t, Spec{}, "exit", "3")
+	waitDone(t, c)
+	st, _ := stopWithin(t, c)
+	if got, want := st, (Status{Code: 3}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+}
+
+// TestStopKillsEscapedGrandchild checks that a grandchild that left the
+// child's process group and session is dead and reaped when Stop returns,
+// and that another live Child is left alone.
+func TestStopKillsEscapedGrandchild(t *testing.T) {
+	dir := t.TempDir()
+	otherReady := filepath.Join(dir, "other-ready")
+	other := startHelper(t, Spec{}, "sleep", otherReady)
+	waitFile(t, otherReady)
+
+	pidfile := filepath.Join(dir, "grandchild")
+	c := startHelper(t, Spec{KillGrace: 300 * time.Millisecond}, "escape", pidfile)
+	grandchild := readPid(t, pidfile)
+	waitFile(t, pidfile+".grandchild-ready")
+	if sid, err := unix.Getsid(grandchild); err != nil || sid != grandchild {
+		t.Fatalf("grandchild %d: session %d, %v; want its own session", grandchild, sid, err)
+	}
+
+	st, _ := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+	if !gone(grandchild) {
+		t.Errorf("escaped grandchild %d still exists after Stop", grandchild)
+	}
+	select {
+	case <-other.Done():
+		t.Errorf("Stop of one child ended another live child: %v", other.Status())
+	default:
+	}
+	if gone(other.Pid()) {
+		t.Errorf("other child %d is gone", other.Pid())
+	}
+}
+
+// TestChildDiesWithSupervisor kills a supervising process with SIGKILL and
+// checks that its child dies too, although the supervisor destroyed OS
+// threads after forking it.
+func TestChildDiesWithSupervisor(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "child")
+	sup := startHelper(t, Spec{}, "supervise", pidfile)
+	child := readPid(t, pidfile)
+	if state := procState(child); state == "" || state == "Z" {
+		t.Fatalf("child %d state %q before the supervisor died, want alive", child, state)
+	}
+	if err := sup.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := waitDone(t, sup), (Status{Signal: syscall.SIGKILL}); got != want {
+		t.Errorf("supervisor status = %v, want %v", got, want)
+	}
+	// The orphaned child is adopted and reaped by this process.
+	waitFor(t, "the supervised child to die", func() bool { return gone(child) })
+}
+
+// procState returns the state letter from /proc/<pid>/stat, or "".
+func procState(pid int) string {
+	data, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] == ')' && i+2 < len(data) {
+			return string(data[i+2])
+		}
+	}
+	return ""
+}
