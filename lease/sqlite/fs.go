@@ -1,0 +1,253 @@
+package sqlite
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// networkFS names the statfs magic numbers of filesystems whose byte-range
+// locks cannot be trusted to exclude processes on other hosts, or at all.
+var networkFS = map[uint32]string{
+	0x6969:     "nfs",
+	0x517b:     "smb",
+	0xff534d42: "cifs",
+	0xfe534d42: "smb2",
+	0x01021997: "9p",
+	0x00c36400: "ceph",
+	0x5346414f: "afs",
+	0x6b414653: "afs",
+	0x0bd00bd0: "lustre",
+	0x01161970: "gfs2",
+	0x7461636f: "ocfs2",
+	0x73757245: "coda",
+	0x564c:     "ncp",
+	0x47504653: "gpfs",
+	0x19830326: "beegfs",
+	0x20030528: "orangefs",
+}
+
+// fuseMagic is the statfs magic number of every FUSE filesystem; which one
+// it is shows only in the mount table.
+const fuseMagic = 0x65735546
+
+// networkFUSE lists FUSE subtypes (the part after "fuse." in the mount
+// table) that reach another host.
+var networkFUSE = map[string]bool{
+	"sshfs": true, "s3fs": true, "glusterfs": true, "rclone": true,
+	"gcsfuse": true, "goofys": true, "cephfs": true, "ceph-fuse": true,
+	"moosefs": true, "mfs": true, "lizardfs": true, "juicefs": true,
+	"davfs": true, "smbnetfs": true, "curlftpfs": true, "blobfuse": true,
+	"blobfuse2": true, "seaweedfs": true, "beegfs": true,
+}
+
+// classifyFS names the network filesystem a statfs magic number (and, for
+// FUSE, the mount's fstype as /proc/self/mountinfo spells it) stands for,
+// or returns "" for a local filesystem.
+func classifyFS(magic uint32, fstype string) string {
+	if name, ok := networkFS[magic]; ok {
+		return name
+	}
+	if magic == fuseMagic {
+		sub, ok := strings.CutPrefix(fstype, "fuse.")
+		if !ok {
+			sub, ok = strings.CutPrefix(fstype, "fuseblk.")
+		}
+		if ok && networkFUSE[sub] {
+			return fstype
+		}
+	}
+	return ""
+}
+
+// networkFSOf returns the name of the network filesystem dir is on, or "".
+func networkFSOf(dir string) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "", &fs.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	magic := uint32(st.Type)
+	fstype := ""
+	if magic == fuseMagic {
+		fstype = mountFSType(dir)
+	}
+	return classifyFS(magic, fstype), nil
+}
+
+// mountFSType returns the fstype of the mount that holds dir, from
+// /proc/self/mountinfo, or "" if it cannot tell.
+func mountFSType(dir string) string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	dir, err = filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	best, fstype := -1, ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source super
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if within(dir, mp) && len(mp) > best {
+			best, fstype = len(mp), fields[sep+1]
+		}
+	}
+	return fstype
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var c byte
+			ok := true
+			for _, d := range s[i+1 : i+4] {
+				if d < '0' || d > '7' {
+					ok = false
+				}
+				c = c*8 + byte(d-'0')
+			}
+			if ok {
+				b.WriteByte(c)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// prepare checks that path can hold the database and creates what is
+// missing: directories with mode 0700 and an empty database file with mode
+// 0600, whatever the umask. It refuses a network filesystem unless
+// allowNetworkFS. It never opens an existing database file, because closing
+// any descriptor of a file drops every POSIX lock this process (another
+// Store, say) holds on it.
+func prepare(path string, allowNetworkFS bool) error {
+	dir := filepath.Dir(path)
+	existing := dir
+	for {
+		st, err := os.Stat(existing)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a directory", existing)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || existing == filepath.Dir(existing) {
+			return err
+		}
+		existing = filepath.Dir(existing)
+	}
+	if err := refuseNetworkFS(existing, allowNetworkFS); err != nil {
+		return err
+	}
+	if err := mkdirPrivate(dir); err != nil {
+		return err
+	}
+	if existing != dir {
+		if err := refuseNetworkFS(dir, allowNetworkFS); err != nil {
+			return err
+		}
+	}
+	// SQLite creates the -wal and -shm files next to the database, so the
+	// directory must be writable even when the database exists.
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return &fs.PathError{Op: "write to directory", Path: dir, Err: err}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		// Nobody has the file open yet: it did not exist a moment ago.
+		// SQLite gives -wal and -shm the database file's mode.
+		err = f.Chmod(0o600)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	case errors.Is(err, fs.ErrExist):
+		st, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", path)
+		}
+		if err := unix.Access(path, unix.R_OK|unix.W_OK); err != nil {
+			return &fs.PathError{Op: "open for writing", Path: path, Err: err}
+		}
+		return nil
+	default:
+		return err
+	}
+}
+
+func refuseNetworkFS(dir string, allow bool) error {
+	if allow {
+		return nil
+	}
+	name, err := networkFSOf(dir)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		return fmt.Errorf("directory is on a network filesystem (%s); locks are unreliable there (%s=1 overrides)", name, optAllowNetworkFS)
+	}
+	return nil
+}
+
+// mkdirPrivate creates dir and its missing parents with mode 0700,
+// whatever the umask. Directories that exist are left as they are.
+func mkdirPrivate(dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirPrivate(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another process made it first
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}

@@ -1,0 +1,326 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Options tune Open. The zero value is the safe default.
+type Options struct {
+	// UnsafeAllowNetworkFS opens a database on a network filesystem (NFS,
+	// SMB, 9p, Ceph, sshfs, …) instead of refusing it. It is unsafe: the
+	// byte-range locks SQLite relies on are unreliable there, and the
+	// processes sharing the file may be on hosts with different clocks and
+	// boot ids, so two of them can hold one name at once.
+	UnsafeAllowNetworkFS bool
+}
+
+// Store is a lease.Store in an SQLite file. Its methods are safe for
+// concurrent use; any number of Stores, in any number of processes on one
+// host, may share a file.
+type Store struct {
+	path  string
+	clock hostClock
+	db    *sql.DB // reads and single-statement writes; poolSize connections
+	watch *watcher
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// poolSize bounds the connections of a Store, besides the one Wait polls
+// on. Writes serialize on the file's lock anyway.
+const poolSize = 2
+
+// Open opens the lease database at path, creating the file, its missing
+// directories and the table as needed. A relative path is resolved against
+// the working directory.
+//
+// Errors that retrying cannot fix wrap lease.ErrRefused: an empty path, a
+// path on a network filesystem (unless opts allow it), a directory or file
+// that cannot be written, a database that is not one or whose pragmas do
+// not take effect.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("sqlite store: empty path: %w", lease.ErrRefused)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, refused(err))
+	}
+	if err := prepare(abs, opts.UnsafeAllowNetworkFS); err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", abs, refused(err))
+	}
+	db, err := openPool(abs, poolSize)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", abs, refused(err))
+	}
+	watchDB, err := openPool(abs, 1)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", abs, refused(err))
+	}
+	s := &Store{path: abs, clock: theClock(), db: db, watch: newWatcher(watchDB)}
+	if err := s.createTable(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", abs, classify(err))
+	}
+	return s, nil
+}
+
+const columns = `name, holder, token, boot_id, acquired_ms, renewed_ms, expires_ms, released`
+
+// The *_ms columns hold store-clock readings in milliseconds, comparable
+// only with readings taken under the same boot_id. Rows are never deleted
+// by the store.
+const createTable = `CREATE TABLE IF NOT EXISTS leases (
+	name        TEXT PRIMARY KEY,
+	holder      TEXT NOT NULL,
+	token       INTEGER NOT NULL,
+	boot_id     TEXT NOT NULL,
+	acquired_ms INTEGER NOT NULL,
+	renewed_ms  INTEGER NOT NULL,
+	expires_ms  INTEGER NOT NULL,
+	released    INTEGER NOT NULL DEFAULT 0
+) STRICT`
+
+func (s *Store) createTable(ctx context.Context) error {
+	// One statement: concurrent openers serialize on the write lock
+	// within busyTimeout, and all but the first find the table there.
+	if _, err := s.db.ExecContext(ctx, createTable); err != nil {
+		return fmt.Errorf("create table: %w", err)
+	}
+	// A table of that name from something else fails here, not later.
+	if _, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases LIMIT 0`); err != nil {
+		return fmt.Errorf("check table: %w", err)
+	}
+	return nil
+}
+
+// About the clock readings below: each method reads the host clock
+// immediately before its statement and passes the reading as a parameter.
+// The statement runs some time after that reading, so "now" in the
+// statement is early, never late. That errs on the safe side both ways: an
+// expiry written as now+ttl is earlier than the true execution time plus
+// ttl, so the holder's lease ends no later than it believes; and a row that
+// expired between the reading and the execution still looks live, so a
+// contender cannot take over early. A renewal may extend a lease that ran
+// out in that gap, which is harmless: nobody else can have taken it, since
+// writes serialize and a takeover would have changed the token.
+
+// acquireSQL inserts the row for ?1 or takes it over when it was released,
+// has expired, or was written during another boot. It returns no row when
+// the name is held.
+const acquireSQL = `INSERT INTO leases (` + columns + `)
+VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, 0)
+ON CONFLICT (name) DO UPDATE SET
+	holder = excluded.holder,
+	token = max(leases.token + 1, excluded.token),
+	boot_id = excluded.boot_id,
+	acquired_ms = excluded.acquired_ms,
+	renewed_ms = excluded.renewed_ms,
+	expires_ms = excluded.expires_ms,
+	released = 0
+WHERE leases.released
+	OR leases.boot_id <> excluded.boot_id
+	OR leases.expires_ms <= excluded.acquired_ms
+RETURNING ` + columns
+
+// heldSQL is the condition under which holder ?2 holds name ?1 with token
+// ?3 at store time ?5 under boot id ?4.
+const heldSQL = `name = ?1 AND holder = ?2 AND token = ?3 AND boot_id = ?4
+	AND NOT released AND expires_ms > ?5`
+
+const renewSQL = `UPDATE leases SET renewed_ms = ?5, expires_ms = ?6
+WHERE ` + heldSQL + `
+RETURNING ` + columns
+
+const releaseSQL = `UPDATE leases SET released = 1
+WHERE ` + heldSQL + `
+RETURNING ` + columns
+
+// Acquire implements lease.Store. The token is max(previous+1, wall clock
+// in milliseconds). If the name is held, also by holder itself, it returns
+// a *lease.HeldError.
+func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	ttlMs, err := millis(ttl)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
+	}
+	// The row can change between a refused acquire and the read that
+	// describes the holder; try again a few times if it was freed.
+	for range 3 {
+		now := s.clock.now()
+		rows, err := s.queryRows(ctx, acquireSQL, name, holder, now.wallMillis(), s.clock.bootID, now.millis(), now.millis()+ttlMs)
+		if err != nil {
+			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
+		}
+		if len(rows) == 1 {
+			return s.record(rows[0]), nil
+		}
+		cur, err := s.Get(ctx, name)
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue // deleted since
+		case err != nil:
+			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
+		case cur.Held():
+			return lease.Record{}, &lease.HeldError{Record: cur}
+		}
+	}
+	return lease.Record{}, fmt.Errorf("acquire lease %q: it changed hands repeatedly during the attempt", name)
+}
+
+// Renew implements lease.Store: ErrLost unless holder still holds name
+// with token.
+func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
+	ttlMs, err := millis(ttl)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, err)
+	}
+	now := s.clock.now()
+	rows, err := s.queryRows(ctx, renewSQL, name, holder, token, s.clock.bootID, now.millis(), now.millis()+ttlMs)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, lease.ErrLost)
+	}
+	return s.record(rows[0]), nil
+}
+
+// Release implements lease.Store: ErrLost unless holder still holds name
+// with token. Waiters notice within pollInterval.
+func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
+	now := s.clock.now()
+	rows, err := s.queryRows(ctx, releaseSQL, name, holder, token, s.clock.bootID, now.millis())
+	if err != nil {
+		return fmt.Errorf("release lease %q: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("release lease %q: %w", name, lease.ErrLost)
+	}
+	return nil
+}
+
+// Get implements lease.Store.
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
+	rows, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases WHERE name = ?1`, name)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("get lease %q: %w", name, err)
+	}
+	if len(rows) == 0 {
+		return lease.Record{}, fmt.Errorf("get lease %q: %w", name, lease.ErrNotFound)
+	}
+	return s.record(rows[0]), nil
+}
+
+// List implements lease.Store.
+func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
+	rows, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	recs := make([]lease.Record, len(rows))
+	for i, r := range rows {
+		recs[i] = s.record(r)
+	}
+	return recs, nil
+}
+
+// Describe implements lease.Store: "sqlite:" and the absolute path.
+func (s *Store) Describe() string { return "sqlite:" + s.path }
+
+// Close implements lease.Store. It ends Waits in progress (they return
+// nil) and closes the database; it does not release leases.
+func (s *Store) Close() error {
+	return errors.Join(s.watch.close(), s.db.Close())
+}
+
+// row is one row of the leases table.
+type row struct {
+	name, holder, bootID       string
+	token                      int64
+	acquired, renewed, expires int64
+	released                   bool
+}
+
+// record converts r to a lease.Record as of now.
+func (s *Store) record(r row) lease.Record {
+	rec := lease.Record{Name: r.name, Holder: r.holder, Token: r.token, Released: r.released}
+	if r.bootID != s.clock.bootID {
+		// Written during another boot: expired, and its times mean
+		// nothing on this boot's clock.
+		return rec
+	}
+	now := s.clock.now()
+	rec.Acquired = now.wallTime(r.acquired)
+	rec.Renewed = now.wallTime(r.renewed)
+	rec.Expires = now.wallTime(r.expires)
+	rec.Remaining = now.until(r.expires)
+	return rec
+}
+
+// queryRows runs a statement that returns lease rows and reads it to the
+// end. A write statement has committed only once it has run to the end, so
+// any error, a cancelled ctx included, means the outcome is unknown.
+func (s *Store) queryRows(ctx context.Context, query string, args ...any) ([]row, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.name, &r.holder, &r.token, &r.bootID, &r.acquired, &r.renewed, &r.expires, &r.released); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// millis converts a TTL to whole milliseconds, refusing less than one.
+func millis(ttl time.Duration) (int64, error) {
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("ttl %v is shorter than the store's 1ms resolution", ttl)
+	}
+	return ttl.Milliseconds(), nil
+}
+
+// refusedError is an error that retrying cannot fix.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string   { return e.err.Error() }
+func (e *refusedError) Unwrap() []error { return []error{e.err, lease.ErrRefused} }
+
+func refused(err error) error {
+	if errors.Is(err, lease.ErrRefused) {
+		return err
+	}
+	return &refusedError{err}
+}
+
+// classify marks the SQLite errors that retrying cannot fix as refused.
+func classify(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+			sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_ERROR:
+			return refused(err)
+		}
+	}
+	return err
+}

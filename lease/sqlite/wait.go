@@ -1,0 +1,208 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// pollInterval is how often a Store with waiters reads PRAGMA data_version.
+// It bounds how late a waiter learns of a release in another process.
+const pollInterval = 25 * time.Millisecond
+
+// Wait implements lease.Store. It returns nil as soon as the holder, token
+// or released flag of name (or whether it exists) differs from what they
+// were when Wait began; renewals do not wake it. It notices a change within
+// about pollInterval: one connection per Store polls PRAGMA data_version,
+// which is cheap, and only when that moves does each waiter re-read its
+// row. A store error ends Wait early with nil, a spurious wake-up; the
+// caller's next operation reports the error.
+func (s *Store) Wait(ctx context.Context, name string, timeout time.Duration) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	changed, done := s.watch.subscribe()
+	defer done()
+	ch := changed()
+	start, err := s.owner(ctx, name)
+	if err != nil {
+		return ctx.Err()
+	}
+	if waitSubscribed != nil {
+		waitSubscribed()
+	}
+	for {
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// Take the next channel before reading the row, so that a change
+		// after the read closes it.
+		ch = changed()
+		cur, err := s.owner(ctx, name)
+		if err != nil || cur != start {
+			return ctx.Err()
+		}
+	}
+}
+
+// waitSubscribed, when set by a test, is called once a Wait has read its
+// starting state and any later change will wake it.
+var waitSubscribed func()
+
+// owner is what Wait compares: who holds a name under which token, and
+// whether it was released.
+type owner struct {
+	exists   bool
+	holder   string
+	token    int64
+	released bool
+}
+
+func (s *Store) owner(ctx context.Context, name string) (owner, error) {
+	rec, err := s.Get(ctx, name)
+	if errors.Is(err, lease.ErrNotFound) {
+		return owner{}, nil
+	}
+	if err != nil {
+		return owner{}, err
+	}
+	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released}, nil
+}
+
+// watcher polls PRAGMA data_version on one dedicated connection while any
+// Wait is running, and tells the waiters when the database may have
+// changed. data_version moves whenever another connection, in this process
+// or another, commits a change.
+type watcher struct {
+	db *sql.DB // a pool of one connection, used only by run
+
+	mu      sync.Mutex    // guards the fields below
+	waiters int           // Waits subscribed
+	changed chan struct{} // closed, then replaced, when the database may have changed
+	stop    func()        // ends the running poller; nil when none runs
+	done    chan struct{} // closed when the last poller started has ended
+	closed  bool
+}
+
+func newWatcher(db *sql.DB) *watcher {
+	done := make(chan struct{})
+	close(done)
+	return &watcher{db: db, changed: make(chan struct{}), done: done}
+}
+
+// subscribe registers a waiter, starting the poller if it is the first.
+// changed returns the channel that the next change closes; done ends the
+// subscription and must be called once.
+func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waiters++
+	if w.stop == nil && !w.closed {
+		ctx, cancel := context.WithCancel(context.Background())
+		prev, finished := w.done, make(chan struct{})
+		w.stop, w.done = cancel, finished
+		go w.run(ctx, prev, finished)
+	}
+	changed = func() <-chan struct{} {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.changed
+	}
+	done = func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.waiters--
+		if w.waiters == 0 && w.stop != nil {
+			w.stop()
+			w.stop = nil
+		}
+	}
+	return changed, done
+}
+
+// run polls until ctx ends, then closes finished. It starts only once the
+// previous poller, which ends when prev is closed, has let go of the
+// connection. The first successful poll after a start or an error also
+// wakes the waiters: a change may have slipped in before it.
+func (w *watcher) run(ctx context.Context, prev <-chan struct{}, finished chan<- struct{}) {
+	defer close(finished)
+	<-prev // cancelled before this poller started, so it ends promptly
+	var conn *sql.Conn // the dedicated connection; nil after an error
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	last := int64(-1) // data_version seen last; -1 for none
+	for {
+		v, err := w.poll(ctx, &conn)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if conn != nil {
+				conn.Close()
+				conn = nil
+			}
+			last = -1
+			w.broadcast()
+		case v != last:
+			last = v
+			w.broadcast()
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (w *watcher) poll(ctx context.Context, conn **sql.Conn) (int64, error) {
+	if *conn == nil {
+		c, err := w.db.Conn(ctx)
+		if err != nil {
+			return 0, err
+		}
+		*conn = c
+	}
+	var v int64
+	err := (*conn).QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
+	return v, err
+}
+
+func (w *watcher) broadcast() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// close stops the poller, wakes every waiter and closes the connection.
+func (w *watcher) close() error {
+	w.mu.Lock()
+	w.closed = true
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+	done := w.done
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
+	<-done
+	if err := w.db.Close(); err != nil {
+		return fmt.Errorf("close watcher: %w", err)
+	}
+	return nil
+}
