@@ -86,6 +86,8 @@ func helper(mode string, args []string) int {
 		_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 		Reraise(Status{Signal: sig})
 		return 99
+	case "tty-session", "tty-shell", "tty-supervise", "tty-report":
+		return ttyHelper(mode, args)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
@@ -98,7 +100,7 @@ func helper(mode string, args []string) int {
 // those threads would get its Pdeathsig.
 func churnThreads() {
 	done := make(chan struct{})
-	for range 20 {
+	for range 200 {
 		go func() {
 			runtime.LockOSThread()
 			done <- struct{}{}
