@@ -28,6 +28,7 @@ type Child struct {
 // Start runs the command described by spec. The error wraps ErrNotFound or
 // ErrNotExecutable when the command cannot be found or executed.
 func Start(spec Spec) (*Child, error) {
+	logger := spec.Logger
 	spec = spec.withDefaults()
 	path, err := spec.lookPath()
 	if err != nil {
@@ -42,6 +43,9 @@ func Start(spec Spec) (*Child, error) {
 		spec.Args = []string{spec.Path}
 	}
 	startReaper(spec.Logger)
+	if logger != nil {
+		theReaper.setLogger(logger)
+	}
 
 	c := &Child{
 		spec:   spec,
@@ -121,23 +125,41 @@ func (c *Child) Status() Status {
 	return c.status
 }
 
-// Signal sends sig to the child's process group, or to the child alone if it
-// has left its group. After the child has been reaped it does nothing and
+// Signal sends sig to the child's process group, and to the child itself if
+// it has left that group. After the child has been reaped it does nothing and
 // returns nil, so it never signals a recycled pid.
 func (c *Child) Signal(sig syscall.Signal) error {
-	theReaper.mu.Lock()
-	defer theReaper.mu.Unlock()
-	if !theReaper.isLive(c.pid) {
+	r := &theReaper
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isLive(c.pid) {
 		return nil
 	}
-	err := killGroup(c.pid, sig)
-	if err == unix.ESRCH {
-		err = unix.Kill(c.pid, sig)
-	}
-	if err != nil && err != unix.ESRCH {
-		return fmt.Errorf("signal child %d: %w", c.pid, err)
+	if !c.signalLocked(sig) {
+		return fmt.Errorf("signal child %d: %w", c.pid, unix.ESRCH)
 	}
 	return nil
+}
+
+// signalLocked sends sig to the child's process group when that cannot hit a
+// stranger, and to the child itself when it is live and has left its group.
+// It reports whether any process was signalled. Until the child is reaped
+// its pid pins the group ID; afterwards the group is signalled only while
+// one of our own children is still in it, because an empty group's ID may be
+// reused. theReaper.mu must be held.
+func (c *Child) signalLocked(sig syscall.Signal) bool {
+	r := &theReaper
+	live := r.isLive(c.pid)
+	sent := false
+	if live || r.hasChildInGroup(c.pid) {
+		sent = killGroup(c.pid, sig) == nil
+	}
+	if live {
+		if pgid, err := unix.Getpgid(c.pid); err == nil && pgid != c.pid {
+			sent = unix.Kill(c.pid, sig) == nil || sent
+		}
+	}
+	return sent
 }
 
 // killGroup sends sig to process group pgid. It refuses group IDs 0 and 1,

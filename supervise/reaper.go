@@ -90,9 +90,6 @@ func (r *reaper) reap() {
 func (r *reaper) fork(c *Child, forkExec func() (int, error)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c.logger != nil {
-		r.logger = c.logger
-	}
 	pid, err := forkExec()
 	if err != nil {
 		return err
@@ -100,6 +97,13 @@ func (r *reaper) fork(c *Child, forkExec func() (int, error)) error {
 	c.pid = pid
 	r.children[pid] = c
 	return nil
+}
+
+// setLogger makes the reaper log orphans to logger.
+func (r *reaper) setLogger(logger *slog.Logger) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logger = logger
 }
 
 // isLive reports whether pid is a registered Child that has not been reaped.

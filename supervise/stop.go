@@ -32,45 +32,26 @@ func (c *Child) Stop() Status {
 func (c *Child) stop() {
 	sig, grace := c.spec.StopSignal, c.spec.KillGrace
 	deadline := time.Now().Add(grace)
-	if c.signalGroup(sig) {
+	if c.signal(sig) {
 		c.logger.Info("stopping child", "pid", c.pid, "signal", signals.Name(sig), "grace", grace)
 		if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
-			c.signalGroup(syscall.SIGCONT)
+			c.signal(syscall.SIGCONT)
 		}
 		c.awaitGroup(deadline)
 	}
-	if c.kill() {
+	if c.signal(syscall.SIGKILL) {
 		c.logger.Warn("kill grace expired; sent SIGKILL", "pid", c.pid, "grace", grace)
 	}
 	c.awaitReaped()
 	sweep(c.logger)
 }
 
-// signalGroup sends sig to the child's process group when that cannot hit a
-// stranger, and reports whether it did. Until the child is reaped its pid pins
-// the group ID; afterwards the group is signalled only while one of our own
-// children is still in it, because an empty group's ID may be reused.
-func (c *Child) signalGroup(sig syscall.Signal) bool {
-	r := &theReaper
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.isLive(c.pid) && !r.hasChildInGroup(c.pid) {
-		return false
-	}
-	return killGroup(c.pid, sig) == nil
-}
-
-// kill sends SIGKILL to the child's group and to the child itself (which may
-// have left its group), and reports whether anything was there to kill.
-func (c *Child) kill() bool {
-	killed := c.signalGroup(syscall.SIGKILL)
-	r := &theReaper
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.isLive(c.pid) && unix.Kill(c.pid, syscall.SIGKILL) == nil {
-		killed = true
-	}
-	return killed
+// signal sends sig to the child's group and, if it left the group, to the
+// child, and reports whether any process received it.
+func (c *Child) signal(sig syscall.Signal) bool {
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
+	return c.signalLocked(sig)
 }
 
 // awaitGroup returns at deadline, or earlier once the child has been reaped

@@ -14,7 +14,8 @@ import (
 // killing one may orphan its own children, which then appear on a later pass.
 func sweep(logger *slog.Logger) {
 	wait := time.Millisecond
-	for theReaper.killStrays(logger) > 0 {
+	killed := make(map[int]bool)
+	for theReaper.killStrays(logger, killed) > 0 {
 		theReaper.reap()
 		time.Sleep(wait) // let the killed die
 		wait = min(2*wait, 100*time.Millisecond)
@@ -23,8 +24,9 @@ func sweep(logger *slog.Logger) {
 
 // killStrays sends SIGKILL to each child of this process that is not a live
 // Child, and to its process group unless that is our own or a live Child's.
-// It returns how many it found, zombies included.
-func (r *reaper) killStrays(logger *slog.Logger) int {
+// It returns how many it found, zombies included, and logs each pid not yet
+// in killed once.
+func (r *reaper) killStrays(logger *slog.Logger, killed map[int]bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -33,7 +35,8 @@ func (r *reaper) killStrays(logger *slog.Logger) int {
 			continue
 		}
 		n++
-		if err := unix.Kill(pid, syscall.SIGKILL); err == nil {
+		if err := unix.Kill(pid, syscall.SIGKILL); err == nil && !killed[pid] {
+			killed[pid] = true
 			logger.Info("killed escaped descendant", "pid", pid)
 		}
 		// The stray, alive or a zombie, pins its group ID.
