@@ -63,6 +63,10 @@ func helper(mode string, args []string) int {
 	case "orphan": // orphan PIDFILE GOFILE: a grandchild that exits once GOFILE exists; exit now
 		pid := spawn("await", []string{args[1]}, nil)
 		writeFile(args[0], strconv.Itoa(pid))
+	case "abandon": // abandon PIDFILE LOG: leave a "record" grandchild in our group; exit
+		pid := spawn("record", []string{args[1], args[0] + ".ready"}, nil)
+		waitFileHelper(args[0] + ".ready")
+		writeFile(args[0], strconv.Itoa(pid))
 	case "await": // await FILE: exit once FILE exists
 		for !exists(args[0]) {
 			time.Sleep(5 * time.Millisecond)

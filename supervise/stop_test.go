@@ -69,6 +69,35 @@ func TestStopAfterExit(t *testing.T) {
 	}
 }
 
+// TestStopAfterExitSignalsGroup checks that when the child has exited by
+// itself, Stop sends the stop signal (not straight SIGKILL) to what is left
+// of its process group.
+func TestStopAfterExitSignalsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidfile, log := filepath.Join(dir, "grandchild"), filepath.Join(dir, "signals")
+	c := startHelper(t, Spec{}, "abandon", pidfile, log)
+	grandchild := readPid(t, pidfile)
+	if got, want := waitDone(t, c), (Status{}); got != want {
+		t.Fatalf("child status = %v, want %v", got, want)
+	}
+	if got, want := stopWithinStatus(t, c), (Status{}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+	if !gone(grandchild) {
+		t.Errorf("grandchild %d still exists after Stop", grandchild)
+	}
+	data, _ := os.ReadFile(log)
+	if got, want := string(data), "SIGTERM\n"; got != want {
+		t.Errorf("grandchild received %q, want %q", got, want)
+	}
+}
+
+func stopWithinStatus(t *testing.T, c *Child) Status {
+	t.Helper()
+	st, _ := stopWithin(t, c)
+	return st
+}
+
 // TestStopKillsEscapedGrandchild checks that a grandchild that left the
 // child's process group and session is dead and reaped when Stop returns,
 // and that another live Child is left alone.
