@@ -59,6 +59,7 @@ const maxJitter = 50 * time.Millisecond
 func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	log := e.logger()
 	backoff := e.RetryPeriod / 4
+	var leader string // last holder seen, to log each change once
 	for {
 		sent := e.clock()()
 		actx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
@@ -75,8 +76,11 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		case errors.As(err, &held):
 			backoff = e.RetryPeriod / 4
 			sleep := held.Record.Remaining + rand.N(maxJitter)
-			log.Debug("lease held by another; waiting", "leader", held.Record.Holder,
-				"leader_token", held.Record.Token, "wait", sleep.Round(time.Millisecond))
+			if held.Record.Holder != leader {
+				leader = held.Record.Holder
+				log.Info("lease held by another; standing by", "leader", leader,
+					"leader_token", held.Record.Token, "expires_in", held.Record.Remaining.Round(time.Millisecond))
+			}
 			if err := e.Store.Wait(ctx, e.Name, sleep); err != nil {
 				return nil, err
 			}

@@ -24,13 +24,19 @@ const groupPoll = 10 * time.Millisecond
 // only what remains of its group and the escaped descendants are stopped.
 // Concurrent calls all return when the first has finished.
 func (c *Child) Stop() Status {
-	c.stopOnce.Do(c.stop)
+	return c.StopWith(c.spec.StopSignal)
+}
+
+// StopWith is Stop with sig in place of StopSignal: leaderrun passes on the
+// signal that told it to shut down.
+func (c *Child) StopWith(sig syscall.Signal) Status {
+	c.stopOnce.Do(func() { c.stop(sig) })
 	<-c.done
 	return c.Status()
 }
 
-func (c *Child) stop() {
-	sig, grace := c.spec.StopSignal, c.spec.KillGrace
+func (c *Child) stop(sig syscall.Signal) {
+	grace := c.spec.KillGrace
 	deadline := time.Now().Add(grace)
 	if c.signal(sig) {
 		c.logger.Info("stopping child", "pid", c.pid, "signal", signals.Name(sig), "grace", grace)

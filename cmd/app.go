@@ -1,0 +1,158 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/signals"
+)
+
+// Version is set at build time with -ldflags "-X .../cmd.Version=v1.2.3".
+var Version = "dev"
+
+const usageText = `leaderrun [options] -- COMMAND [ARG...]
+   leaderrun status [--name NAME] [--json]
+   leaderrun version
+
+Every replica runs the same line. Each campaigns for the lease NAME in a
+shared store; the one that holds it runs COMMAND, the others stand by. When
+the leader stops renewing (crash, partition, shutdown, the command exited),
+another replica takes the lease and starts its own COMMAND.
+
+COMMAND runs directly (no shell) in its own process group, with
+LEADERRUN_NAME, LEADERRUN_HOLDER and LEADERRUN_TOKEN in its environment.
+LEADERRUN_TOKEN strictly increases with every new tenure: make whatever the
+command writes reject tokens lower than one it has seen. Everything after
+"--" belongs to COMMAND, even a word that names a subcommand.
+
+On lost tenure the command's process group gets --stop-signal and, after
+--kill-grace, SIGKILL; descendants that left the group are killed too.
+
+Examples:
+   leaderrun --name relay -- ./relay --port 7000
+   leaderrun --name relay --store postgres://app@db/app -- ./relay
+   leaderrun --name nightly --once --acquire-timeout 10s -- ./report.sh
+
+Exit status: the command's; 124 not acquired within --acquire-timeout;
+125 leaderrun's own error (options, configuration, store refused);
+126 command not executable; 127 command not found. When the command dies
+by a signal, leaderrun dies by the same signal (as PID 1: exits 128+N).`
+
+// env names the environment variable of an option.
+func env(option string) []string {
+	return []string{"LEADERRUN_" + strings.ToUpper(strings.ReplaceAll(option, "-", "_"))}
+}
+
+func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:            "leaderrun",
+		Usage:           "run a command on exactly one replica at a time",
+		UsageText:       usageText,
+		Version:         Version,
+		HideVersion:     true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		ExitErrHandler:  func(*cli.Context, error) {}, // Main decides exit codes
+		OnUsageError:    onUsageError,
+		HideHelpCommand: true,
+		Flags:           runFlags(),
+		Action: func(c *cli.Context) error {
+			cfg, logs, err := configFrom(c, command)
+			if err != nil {
+				return err
+			}
+			return runLeader(c.Context, sigs, cfg, logs.logger(c.App.ErrWriter))
+		},
+		Commands: []*cli.Command{
+			versionCommand(),
+		},
+	}
+}
+
+func onUsageError(_ *cli.Context, err error, _ bool) error {
+	return &usageError{err}
+}
+
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
+		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN: sqlite:PATH, file:PATH or postgres://… (default: the per-host SQLite file)"},
+		&cli.StringFlag{Name: "identity", EnvVars: env("identity"), Usage: "this replica's holder identity (default host:pid:random)"},
+		&cli.DurationFlag{Name: "ttl", EnvVars: env("ttl"), Value: config.DefaultLeaseDuration, Usage: "lease duration the store writes; crash failover takes at most this long"},
+		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), Usage: "time between renew attempts (default min(2s, renew deadline / 4))"},
+		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), Usage: "how long a leader trusts its tenure after sending its last successful renew (default ttl − kill-grace − 2s)"},
+		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace, Usage: "time between the stop signal and SIGKILL"},
+		&cli.StringFlag{Name: "stop-signal", EnvVars: env("stop-signal"), Value: "TERM", Usage: "signal that asks the command to stop"},
+		&cli.BoolFlag{Name: "once", EnvVars: env("once"), Usage: "exit with the command's status after one tenure instead of campaigning again"},
+		&cli.DurationFlag{Name: "acquire-timeout", EnvVars: env("acquire-timeout"), Usage: "give up (exit 124) when the lease is not acquired within this long (default: wait for ever)"},
+		&cli.DurationFlag{Name: "restart-delay", EnvVars: env("restart-delay"), Value: config.DefaultRestartDelay, Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m"},
+		&cli.StringFlag{Name: "log-format", EnvVars: env("log-format"), Value: "text", Usage: "log format: text or json"},
+		&cli.StringFlag{Name: "log-level", EnvVars: env("log-level"), Value: "info", Usage: "log level: debug, info, warn or error"},
+	}
+}
+
+// runConfig is everything runLeader needs beyond config.Config.
+type runConfig struct {
+	config.Config
+	StopSignal syscall.Signal
+}
+
+// configFrom reads and validates the options; every problem is reported at
+// once, as a usage error.
+func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, error) {
+	if c.Args().Present() {
+		if len(command) > 0 {
+			return runConfig{}, nil, usagef("unexpected argument %q before --", c.Args().First())
+		}
+		command = c.Args().Slice()
+	}
+	rc := runConfig{Config: config.Config{
+		Name:     c.String("name"),
+		Store:    c.String("store"),
+		Identity: c.String("identity"),
+		Timing: config.Timing{
+			LeaseDuration: c.Duration("ttl"),
+			RenewDeadline: c.Duration("renew-deadline"),
+			RetryPeriod:   c.Duration("renew-interval"),
+			KillGrace:     c.Duration("kill-grace"),
+		},
+		Once:           c.Bool("once"),
+		AcquireTimeout: c.Duration("acquire-timeout"),
+		RestartDelay:   c.Duration("restart-delay"),
+		Command:        command,
+	}}
+	var problems []string
+	if err := rc.Validate(); err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
+	sig, err := signals.Parse(c.String("stop-signal"))
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("--stop-signal: %v", err))
+	}
+	rc.StopSignal = sig
+	logs, err := newLogSettings(c.String("log-format"), c.String("log-level"))
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		return runConfig{}, nil, usagef("%s", strings.Join(problems, "; "))
+	}
+	return rc, logs, nil
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print leaderrun's version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(c.App.Writer, "leaderrun %s\n", Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,283 @@
+package cmd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/oklog/run"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/sqlite"
+	"github.com/leaderrun/leaderrun/signals"
+	"github.com/leaderrun/leaderrun/supervise"
+)
+
+// maxRestartDelay caps the growth of --restart-delay on repeated failures.
+const maxRestartDelay = time.Minute
+
+// releaseTimeout bounds the hand-back of the name at the end of a tenure.
+const releaseTimeout = 5 * time.Second
+
+// runLeader campaigns, runs the command while leading, and returns the
+// child's final status as *childExit, or the error that ended the run.
+func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *slog.Logger) error {
+	dsn := rc.Store
+	if dsn == "" {
+		path := sqlite.DefaultPath()
+		dsn = "sqlite:" + path
+		log.Info("using the per-host SQLite store; only processes sharing this file take part in the election",
+			"path", path)
+	}
+	store, err := lease.Open(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer store.Close()
+
+	holder := rc.Identity
+	if holder == "" {
+		holder = defaultIdentity()
+	}
+	log = log.With("name", rc.Name, "holder", holder)
+	l := &leader{
+		cfg: rc, log: log, store: store, holder: holder,
+		elector: &lease.Elector{
+			Store: store, Name: rc.Name, Holder: holder,
+			LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
+			Logger: log,
+		},
+		stopping: make(chan struct{}),
+	}
+	log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
+		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
+
+	var g run.Group
+	quit := make(chan struct{})
+	g.Add(func() error { l.relaySignals(sigs, quit); return nil },
+		func(error) { close(quit) })
+	g.Add(l.loop, func(error) { l.stop(0) })
+	return g.Run()
+}
+
+// leader runs the campaign → tenure → release cycle for one name.
+type leader struct {
+	cfg     runConfig
+	log     *slog.Logger
+	store   lease.Store
+	holder  string
+	elector *lease.Elector
+
+	mu       sync.Mutex // guards child, stopSig and stopping's closing
+	child    *supervise.Child
+	stopSig  syscall.Signal
+	stopping chan struct{} // closed when leaderrun was told to stop
+}
+
+// relaySignals forwards signals to the current child until quit closes.
+// A stop signal instead makes the loop stop the child with it.
+func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
+	for {
+		select {
+		case <-quit:
+			return
+		case s := <-sigs:
+			sig, _ := s.(syscall.Signal)
+			if signals.IsStop(s) {
+				l.log.Info("received stop signal", "signal", signals.Name(sig))
+				l.stop(sig)
+				continue
+			}
+			if c := l.current(); c != nil {
+				l.log.Debug("forwarding signal", "signal", signals.Name(sig), "pid", c.Pid())
+				c.Signal(sig)
+			}
+		}
+	}
+}
+
+// stop asks the loop to stop the child with sig (0: the stop signal) and
+// end. Only the first call counts.
+func (l *leader) stop(sig syscall.Signal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.stopping:
+	default:
+		if sig == 0 {
+			sig = l.cfg.StopSignal
+		}
+		l.stopSig = sig
+		close(l.stopping)
+	}
+}
+
+func (l *leader) current() *supervise.Child {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.child
+}
+
+func (l *leader) setCurrent(c *supervise.Child) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.child = c
+}
+
+func (l *leader) stopped() bool {
+	select {
+	case <-l.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// loop runs tenures until told to stop, --once, or an error that no retry
+// can fix.
+func (l *leader) loop() error {
+	failures := 0
+	for {
+		started := time.Now()
+		ten, err := l.campaign()
+		if err != nil {
+			if l.stopped() && errors.Is(err, context.Canceled) {
+				l.log.Info("stopped while standing by")
+				return nil
+			}
+			return err
+		}
+		log := l.log.With("token", ten.Token())
+		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
+			"command", strings.Join(l.cfg.Command, " "))
+		status, exited, err := l.serve(ten, log)
+		l.release(ten, log)
+		if err != nil {
+			return err
+		}
+		if l.cfg.Once || l.stopped() {
+			return &childExit{status}
+		}
+		if !exited {
+			continue // lost the tenure: stand by for the next one
+		}
+		if status.ExitCode() == 0 {
+			failures = 0
+		} else {
+			failures++
+		}
+		delay := min(l.cfg.RestartDelay<<max(failures-1, 0), maxRestartDelay)
+		log.Info("campaigning again after the restart delay", "delay", delay, "consecutive_failures", failures)
+		select {
+		case <-time.After(delay):
+		case <-l.stopping:
+			return &childExit{status}
+		}
+	}
+}
+
+// campaign waits for the name, for at most --acquire-timeout.
+func (l *leader) campaign() (*lease.Tenure, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if l.cfg.AcquireTimeout > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeoutCause(ctx, l.cfg.AcquireTimeout, errAcquireTimeout)
+		defer c()
+	}
+	ten, err := l.elector.Campaign(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errAcquireTimeout) {
+		return nil, fmt.Errorf("lease %q: %w (%v)", l.cfg.Name, errAcquireTimeout, l.cfg.AcquireTimeout)
+	}
+	return ten, err
+}
+
+// serve runs the command for one tenure and returns its status once it and
+// every descendant are dead; exited says whether it ended on its own.
+func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.Status, exited bool, err error) {
+	child, err := supervise.Start(supervise.Spec{
+		Path:       l.cfg.Command[0],
+		Args:       l.cfg.Command,
+		Env:        l.childEnv(ten),
+		StopSignal: l.cfg.StopSignal,
+		KillGrace:  l.cfg.KillGrace,
+		Logger:     log,
+	})
+	if err != nil {
+		return supervise.Status{}, false, err
+	}
+	l.setCurrent(child)
+	defer l.setCurrent(nil)
+	log.Info("command started", "pid", child.Pid())
+
+	select {
+	case <-child.Done():
+		status = child.Stop() // kills what the command left behind
+		log.Info("command exited", "status", status.String())
+		return status, true, nil
+	case <-ten.Context().Done():
+		log.Warn("tenure ended; stopping command", "cause", context.Cause(ten.Context()))
+		status = child.Stop()
+	case <-l.stopping:
+		status = child.StopWith(l.stopSig)
+	}
+	log.Info("command stopped", "status", status.String())
+	return status, false, nil
+}
+
+// release hands the name back; the child and its descendants are dead by
+// now. A failed release never changes the exit status.
+func (l *leader) release(ten *lease.Tenure, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := ten.Release(ctx); {
+	case err == nil:
+		log.Info("released the lease")
+	case errors.Is(err, lease.ErrLost):
+		log.Info("lease was no longer ours to release")
+	default:
+		log.Warn("could not release the lease; it expires on its own", "err", err)
+	}
+}
+
+// childEnv is this process's environment without leaderrun's own options
+// (which may hold a store password), plus the tenure's identity.
+func (l *leader) childEnv(ten *lease.Tenure) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEADERRUN_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"LEADERRUN_NAME="+l.cfg.Name,
+		"LEADERRUN_HOLDER="+l.holder,
+		"LEADERRUN_TOKEN="+strconv.FormatInt(ten.Token(), 10))
+}
+
+// defaultIdentity is host:pid:random, unique to this process's tenure.
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/signals"
+)
+
+// TestMain maps leaderrun and the helper child into the test binary, so the
+// scripts run real leaderrun processes supervising real children.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"leaderrun": func() {
+			// As main does, but first tell the script our pid.
+			sigs := make(chan os.Signal, 16)
+			signals.Notify(sigs)
+			if f := os.Getenv("TEST_PIDFILE"); f != "" {
+				writeFile(f, strconv.Itoa(os.Getpid()))
+			}
+			if f := os.Getenv("TEST_STDERR"); f != "" {
+				redirectStderr(f)
+			}
+			os.Exit(cmdMain(sigs))
+		},
+		"lrchild": childMain,
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("LEADERRUN_STORE", "sqlite:"+filepath.Join(env.WorkDir, "leases.db"))
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "unshare":
+				return exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile": cmdWaitFile,
+			"waitgone": cmdWaitGone,
+			"sig":      cmdSig,
+			"alive":    cmdAlive,
+			"tokengt":  cmdTokenGT,
+			"waitgrep": cmdWaitGrep,
+			"exitcode": cmdExitCode,
+		},
+	})
+}
+
+const waitLimit = 30 * time.Second
+
+// waitfile FILE...: wait until each file exists and is not empty.
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: waitfile FILE...")
+	}
+	for _, a := range args {
+		path := ts.MkAbs(a)
+		waitFor(ts, "file "+a, func() bool {
+			fi, err := os.Stat(path)
+			return err == nil && fi.Size() > 0
+		})
+	}
+}
+
+// waitgrep REGEXP FILE: wait until FILE has a line matching REGEXP.
+func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitgrep REGEXP FILE")
+	}
+	re := regexp.MustCompile(args[0])
+	path := ts.MkAbs(args[1])
+	waitFor(ts, fmt.Sprintf("%q in %s", args[0], args[1]), func() bool {
+		data, _ := os.ReadFile(path)
+		return re.Match(data)
+	})
+}
+
+// waitgone PIDFILE: wait until the process named in PIDFILE has exited.
+func cmdWaitGone(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitgone PIDFILE")
+	}
+	pid := readPid(ts, args[0])
+	waitFor(ts, fmt.Sprintf("pid %d to exit", pid), func() bool { return !processAlive(pid) })
+}
+
+// alive PIDFILE: the process named in PIDFILE is running (not a zombie).
+func cmdAlive(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: [!] alive PIDFILE")
+	}
+	pid := readPid(ts, args[0])
+	if got := processAlive(pid); got == neg {
+		ts.Fatalf("pid %d alive = %v, want %v", pid, got, !neg)
+	}
+}
+
+// sig SIGNAL PIDFILE: send SIGNAL to the process named in PIDFILE.
+func cmdSig(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: sig SIGNAL PIDFILE")
+	}
+	sig, err := signals.Parse(args[0])
+	ts.Check(err)
+	ts.Check(syscall.Kill(readPid(ts, args[1]), sig))
+}
+
+// tokengt A B: the token recorded in file B is greater than the one in A.
+func cmdTokenGT(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: tokengt FILE_A FILE_B")
+	}
+	a, b := readToken(ts, args[0]), readToken(ts, args[1])
+	if b <= a {
+		ts.Fatalf("token in %s is %d, want > %d (token in %s)", args[1], b, a, args[0])
+	}
+}
+
+func waitFor(ts *testscript.TestScript, what string, ok func() bool) {
+	deadline := time.Now().Add(waitLimit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			ts.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readPid reads the pid that is the first field of a file.
+func readPid(ts *testscript.TestScript, file string) int {
+	data, err := os.ReadFile(ts.MkAbs(file))
+	ts.Check(err)
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		ts.Fatalf("%s is empty", file)
+	}
+	pid, err := strconv.Atoi(fields[0])
+	ts.Check(err)
+	return pid
+}
+
+// readToken reads the token field ("token=N") of a child's ready file.
+func readToken(ts *testscript.TestScript, file string) int64 {
+	data, err := os.ReadFile(ts.MkAbs(file))
+	ts.Check(err)
+	for _, f := range strings.Fields(string(data)) {
+		if v, ok := strings.CutPrefix(f, "token="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			ts.Check(err)
+			return n
+		}
+	}
+	ts.Fatalf("no token= in %s", file)
+	return 0
+}
+
+// processAlive reports whether pid runs and is not a zombie.
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if i := strings.LastIndexByte(line, ')'); i >= 0 && len(line) > i+2 {
+		return line[i+2] != 'Z'
+	}
+	return true
+}
+
+// writeFile writes data atomically, so a waiter never sees half of it.
+func writeFile(path, data string) {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data+"\n"), 0o644); err == nil {
+		os.Rename(tmp, path)
+	}
+}
+
+func cmdMain(sigs chan os.Signal) int { return cmd.Main(sigs, os.Args, os.Stdout, os.Stderr) }
+
+// redirectStderr sends this process's stderr to a file the script can wait
+// on while the process still runs.
+func redirectStderr(path string) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	syscall.Dup2(int(f.Fd()), 2)
+	os.Stderr = f
+}
+
+// exitcode CODE PROG ARGS...: run PROG and check its exit code; a death by
+// signal N counts as 128+N, as a shell reports it.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode CODE PROG [ARG...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		ws := exit.Sys().(syscall.WaitStatus)
+		got = ws.ExitStatus()
+		if ws.Signaled() {
+			got = 128 + int(ws.Signal())
+		}
+	}
+	if got != want {
+		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+	}
+}
