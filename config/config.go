@@ -32,6 +32,10 @@ type Timing struct {
 	RenewDeadline time.Duration // --renew-deadline: how long trust lasts after a renew is sent
 	RetryPeriod   time.Duration // --renew-interval: from one renew attempt's start to the next
 	KillGrace     time.Duration // --kill-grace: stop signal → SIGKILL
+
+	// derived records that Normalize computed RenewDeadline, so that
+	// Validate blames the options the user did set.
+	derived bool
 }
 
 // Config is everything leaderrun needs to run one command under a lease.
@@ -79,6 +83,7 @@ func (t *Timing) Normalize() {
 			margin = max(minMargin, t.LeaseDuration*DefaultMargin/DefaultLeaseDuration)
 		}
 		t.RenewDeadline = t.LeaseDuration - t.KillGrace - margin
+		t.derived = true
 	}
 	if t.RetryPeriod == 0 {
 		// Four renew attempts fit in the deadline, as with the defaults.
@@ -101,16 +106,21 @@ func (t Timing) Validate() error {
 		opt string
 		v   time.Duration
 	}{
-		{"--ttl", t.LeaseDuration}, {"--renew-deadline", t.RenewDeadline},
-		{"--renew-interval", t.RetryPeriod}, {"--kill-grace", t.KillGrace},
+		{"--ttl", t.LeaseDuration}, {"--renew-interval", t.RetryPeriod}, {"--kill-grace", t.KillGrace},
+	}
+	if !t.derived {
+		positive = append(positive, struct {
+			opt string
+			v   time.Duration
+		}{"--renew-deadline", t.RenewDeadline})
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
 			bad(p.opt, p.v, "must be positive")
 		}
 	}
-	if t.RenewDeadline <= 0 && t.LeaseDuration > 0 && t.KillGrace > 0 {
-		errs = append(errs, fmt.Errorf("(unless set, --renew-deadline is --ttl − --kill-grace − a margin; raise --ttl %v or lower --kill-grace %v)", t.LeaseDuration, t.KillGrace))
+	if t.derived && t.RenewDeadline <= 0 && t.LeaseDuration > 0 && t.KillGrace > 0 {
+		bad("--ttl", t.LeaseDuration, "leaves no renew deadline after --kill-grace %v and the safety margin; raise --ttl or lower --kill-grace", t.KillGrace)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -10,7 +10,7 @@ import (
 func TestNormalizeDefaults(t *testing.T) {
 	var tm Timing
 	tm.Normalize()
-	want := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second, KillGrace: 5 * time.Second}
+	want := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second, KillGrace: 5 * time.Second, derived: true}
 	if tm != want {
 		t.Errorf("Normalize() = %+v, want %+v", tm, want)
 	}
@@ -46,7 +46,8 @@ func TestValidateTiming(t *testing.T) {
 		{"renew interval equals deadline", Timing{RenewDeadline: 2 * s, RetryPeriod: 2 * s}, []string{"--renew-interval"}},
 		{"renew interval above deadline", Timing{RenewDeadline: 3 * s, RetryPeriod: 5 * s}, []string{"--renew-interval"}},
 		{"deadline plus grace too long", Timing{RenewDeadline: 10 * s}, []string{"--ttl"}},
-		{"ttl too short for defaults", Timing{LeaseDuration: 4 * s}, []string{"--renew-deadline"}},
+		{"ttl too short for defaults", Timing{LeaseDuration: 4 * s}, []string{"--ttl 4s: leaves no renew deadline"}},
+		{"explicit negative deadline", Timing{RenewDeadline: -s}, []string{"--renew-deadline"}},
 		{"negative grace", Timing{KillGrace: -s}, []string{"--kill-grace"}},
 		{"negative ttl and interval", Timing{LeaseDuration: -s, RetryPeriod: -s}, []string{"--ttl", "--renew-interval"}},
 		{"two rules broken", Timing{LeaseDuration: 6 * s, RenewDeadline: 3 * s, RetryPeriod: 3 * s, KillGrace: 5 * s}, []string{"--renew-interval", "--ttl"}},
