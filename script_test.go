@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	_ "github.com/leaderrun/leaderrun/lease/sqlite"
 	"github.com/leaderrun/leaderrun/signals"
 )
 
@@ -64,6 +66,7 @@ func TestScripts(t *testing.T) {
 			"tokengt":  cmdTokenGT,
 			"waitgrep": cmdWaitGrep,
 			"exitcode": cmdExitCode,
+			"steal":    cmdSteal,
 		},
 	})
 }
@@ -236,5 +239,21 @@ func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+	}
+}
+
+// steal DBFILE NAME: hand NAME's SQLite lease to another holder behind the
+// leader's back, as a store restore or an operator might.
+func cmdSteal(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: steal DBFILE NAME")
+	}
+	db, err := sql.Open("sqlite", ts.MkAbs(args[0]))
+	ts.Check(err)
+	defer db.Close()
+	res, err := db.Exec(`UPDATE leases SET holder = 'thief', token = token + 1 WHERE name = ?`, args[1])
+	ts.Check(err)
+	if n, _ := res.RowsAffected(); n != 1 {
+		ts.Fatalf("no lease %q to steal", args[1])
 	}
 }
