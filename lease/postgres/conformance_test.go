@@ -1,0 +1,41 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+func harness(t *testing.T, dsn, schema string) leasetest.Harness {
+	return leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := Open(testCtx(t), dsn)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		},
+		Delete: func(t *testing.T, name string) {
+			exec(t, adminConn(t), "DELETE FROM "+pgx.Identifier{schema, tableName}.Sanitize()+" WHERE name = $1", name)
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	serverDSN(t)
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
+		dsn, schema := newSchema(t)
+		return harness(t, dsn, schema)
+	})
+}
+
+func TestConformanceListenOff(t *testing.T) {
+	serverDSN(t)
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
+		dsn, schema := newSchema(t)
+		return harness(t, withParam(dsn, paramListen, "off"), schema)
+	})
+}

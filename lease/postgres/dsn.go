@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// DSN query parameters that leaderrun reads itself. They are removed before
+// the DSN reaches pgx, which would send unknown parameters to the server.
+const (
+	paramSchema = "leaderrun_schema"
+	paramListen = "leaderrun_listen"
+)
+
+// DefaultSchema is the schema that holds the lease table when the DSN does
+// not name one with leaderrun_schema.
+const DefaultSchema = "leaderrun"
+
+// options are leaderrun's own DSN parameters.
+type options struct {
+	schema string
+	listen bool
+	// execModeSet reports that the DSN chose pgx's default_query_exec_mode.
+	execModeSet bool
+}
+
+var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// splitDSN separates leaderrun's parameters from the DSN that pgx parses.
+// leaderrun's parameters are only read from URL DSNs (postgres://…); a
+// keyword/value DSN is passed to pgx as it is.
+func splitDSN(dsn string) (string, options, error) {
+	opts := options{schema: DefaultSchema, listen: true}
+	if !isURL(dsn) {
+		opts.execModeSet = strings.Contains(dsn, "default_query_exec_mode")
+		return dsn, opts, nil
+	}
+	base, query, _ := strings.Cut(dsn, "?")
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return "", opts, errors.New("malformed query parameters")
+	}
+	for key, vals := range values {
+		if !strings.HasPrefix(key, "leaderrun_") {
+			continue
+		}
+		val := vals[len(vals)-1]
+		switch key {
+		case paramSchema:
+			if !schemaPattern.MatchString(val) {
+				return "", opts, fmt.Errorf("%s=%q: want 1 to 63 letters, digits or underscores, not starting with a digit", paramSchema, val)
+			}
+			opts.schema = val
+		case paramListen:
+			switch strings.ToLower(val) {
+			case "on", "true", "1", "yes":
+				opts.listen = true
+			case "off", "false", "0", "no":
+				opts.listen = false
+			default:
+				return "", opts, fmt.Errorf("%s=%q: want on or off", paramListen, val)
+			}
+		default:
+			return "", opts, fmt.Errorf("unknown parameter %s (known: %s, %s)", key, paramSchema, paramListen)
+		}
+		values.Del(key)
+	}
+	opts.execModeSet = values.Has("default_query_exec_mode")
+	if len(values) == 0 {
+		return base, opts, nil
+	}
+	return base + "?" + values.Encode(), opts, nil
+}
+
+func isURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// keywordPassword matches a password in a keyword/value DSN, quoted or not.
+var keywordPassword = regexp.MustCompile(`(?i)\b(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+
+// redact returns dsn without any password: the one in the URL's user
+// information, and password or sslpassword parameters.
+func redact(dsn string) string {
+	if !isURL(dsn) {
+		return keywordPassword.ReplaceAllString(dsn, "")
+	}
+	scheme, rest, _ := strings.Cut(dsn, "://")
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if colon := strings.Index(rest[:at], ":"); colon >= 0 {
+			rest = rest[:colon] + rest[at:]
+		}
+	}
+	out := scheme + "://" + rest
+	if !hasQuery {
+		return out
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return out + "?…" // unparsable: show nothing that could be a secret
+	}
+	values.Del("password")
+	values.Del("sslpassword")
+	if len(values) > 0 {
+		out += "?" + values.Encode()
+	}
+	return out
+}
+
+// dsnSecrets returns the passwords written in dsn, as written and unescaped,
+// so that they can be scrubbed from messages that echo the DSN.
+func dsnSecrets(dsn string) []string {
+	var s []string
+	add := func(v string) {
+		if v == "" {
+			return
+		}
+		s = append(s, v)
+		if u, err := url.QueryUnescape(v); err == nil && u != v {
+			s = append(s, u)
+		}
+		if u, err := url.PathUnescape(v); err == nil && u != v {
+			s = append(s, u)
+		}
+	}
+	if !isURL(dsn) {
+		for _, m := range keywordPassword.FindAllStringSubmatch(dsn, -1) {
+			add(strings.Trim(m[2], "'"))
+		}
+		return s
+	}
+	_, rest, _ := strings.Cut(dsn, "://")
+	rest, query, _ := strings.Cut(rest, "?")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+			add(pw)
+		}
+	}
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "password" || k == "sslpassword" {
+			add(v)
+		}
+	}
+	return s
+}
+
+// scrub removes every secret from msg.
+func scrub(msg string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return msg
+}

@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// errClosed is returned by calls on a closed Store.
+var errClosed = errors.New("postgres store is closed")
+
+// permanent reports whether no retry can fix err: the server refused the
+// login, the database does not exist, the role lacks a privilege, or the
+// session is read-only. A connection that was refused, timed out or could
+// not resolve its host is not permanent: the server may come back.
+func permanent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pgErr.Code, "28"): // invalid authorization (password, role, pg_hba)
+		return true
+	case pgErr.Code == "3D000": // invalid_catalog_name: no such database
+		return true
+	case pgErr.Code == "42501": // insufficient_privilege
+		return true
+	case pgErr.Code == "25006": // read_only_sql_transaction
+		return true
+	}
+	return false
+}
+
+// connUsable reports whether a connection can serve another statement after
+// a statement ended with err: it can after success and after an ordinary
+// server error, not after a network error, a timeout or a fatal error.
+func connUsable(err error) bool {
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
+}
+
+// storeError is an error whose text had passwords scrubbed from it. It
+// unwraps to the original error (and to lease.ErrRefused when permanent).
+type storeError struct {
+	msg   string
+	cause []error
+}
+
+func (e *storeError) Error() string   { return e.msg }
+func (e *storeError) Unwrap() []error { return e.cause }
+
+// wrapError adds op as context to err, marks it lease.ErrRefused when no
+// retry can fix it, and scrubs secrets from its text. Sentinels the caller
+// branches on (lease.ErrLost, lease.ErrNotFound, *lease.HeldError) and nil
+// pass through unchanged.
+func wrapError(op string, err error, secrets []string) error {
+	var held *lease.HeldError
+	if err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.As(err, &held) {
+		return err
+	}
+	msg := fmt.Sprintf("%s: %v", op, err)
+	cause := []error{err}
+	if permanent(err) || errors.Is(err, lease.ErrRefused) {
+		if hint := hintFor(err); hint != "" {
+			msg += " (" + hint + ")"
+		}
+		if !errors.Is(err, lease.ErrRefused) {
+			msg += ": " + lease.ErrRefused.Error()
+			cause = append(cause, lease.ErrRefused)
+		}
+	}
+	return &storeError{msg: scrub(oneLine(msg), secrets), cause: cause}
+}
+
+// hintFor says what to do about a permanent error, where that is not
+// obvious from the server's message.
+func hintFor(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	switch pgErr.Code {
+	case "42501":
+		return "the role needs the privileges listed in the lease/postgres documentation, or create the schema ahead of time with postgres.SchemaSQL"
+	case "25006":
+		return "the server or session is read-only; point the DSN at the primary, e.g. with target_session_attrs=read-write"
+	}
+	return ""
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FenceSQLState is the SQLSTATE that the fence function raises when the
+// token it was given is not the current, unreleased, unexpired token.
+const FenceSQLState = "LR001"
+
+// tableName is the lease table's name inside the schema.
+const tableName = "leases"
+
+// SchemaSQL returns the statements that create leaderrun's schema, lease
+// table and fence function, idempotently. Open runs them when the objects
+// are missing; an administrator can run them ahead of time for a role that
+// may not create objects, then grant that role the privileges listed in
+// the package documentation.
+func SchemaSQL(schema string) string {
+	s := pgx.Identifier{schema}.Sanitize()
+	t := pgx.Identifier{schema, tableName}.Sanitize()
+	return fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %[1]s;
+
+CREATE TABLE IF NOT EXISTS %[2]s (
+    name        text PRIMARY KEY,
+    holder      text NOT NULL,
+    token       bigint NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    released    boolean NOT NULL DEFAULT false,
+    -- Makes token a key column: an acquire, which changes the token, must
+    -- lock the row FOR UPDATE and so waits for every transaction that
+    -- passed %[1]s.fence; a renew changes no key column and does not.
+    UNIQUE (name, token)
+);
+
+-- fence raises SQLSTATE %[3]s unless lease_token is the current,
+-- unreleased and unexpired token of lease_name (by clock_timestamp), and
+-- holds FOR KEY SHARE on the lease row until the calling transaction ends.
+CREATE OR REPLACE FUNCTION %[1]s.fence(lease_name text, lease_token bigint)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fence$
+DECLARE
+    cur record;
+BEGIN
+    SELECT l.token, l.released, l.expires_at, l.expires_at > clock_timestamp() AS live
+      INTO cur
+      FROM %[2]s AS l
+     WHERE l.name = lease_name
+       FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '%[3]s',
+            MESSAGE = format('leaderrun: lease %%L has no holder; token %%s is stale', lease_name, lease_token);
+    END IF;
+    IF cur.token <> lease_token OR cur.released OR NOT cur.live THEN
+        RAISE EXCEPTION USING ERRCODE = '%[3]s',
+            MESSAGE = format('leaderrun: token %%s of lease %%L is stale', lease_token, lease_name),
+            DETAIL = format('current token %%s, released %%s, expires at %%s', cur.token, cur.released, cur.expires_at);
+    END IF;
+END
+$fence$;
+
+REVOKE ALL ON FUNCTION %[1]s.fence(text, bigint) FROM PUBLIC;
+`, s, t, FenceSQLState)
+}
+
+// ensureSchema creates the schema, table and fence function unless they
+// exist. Creation runs in one transaction under an advisory lock, because
+// concurrent CREATE … IF NOT EXISTS can still fail on the catalogs' unique
+// indexes when many replicas start at once. When the objects exist, it
+// needs no privilege beyond USAGE on the schema.
+func (s *Store) ensureSchema(ctx context.Context) error {
+	return s.pool.do(ctx, func(conn *pgx.Conn) error {
+		if ok, err := s.schemaExists(ctx, conn); err != nil || ok {
+			return err
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey(s.schema)); err != nil {
+			return err
+		}
+		// Another replica may have created everything while we waited.
+		if ok, err := s.schemaExists(ctx, conn); err != nil || ok {
+			return err
+		}
+		if _, err := conn.PgConn().Exec(ctx, SchemaSQL(s.schema)).ReadAll(); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+}
+
+func (s *Store) schemaExists(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var ok bool
+	err := conn.QueryRow(ctx,
+		"SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL",
+		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)",
+	).Scan(&ok)
+	return ok, err
+}
+
+// schemaLockKey is the advisory lock that serializes creating schema.
+func schemaLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("leaderrun schema " + schema))
+	return int64(h.Sum64())
+}
