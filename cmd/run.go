@@ -224,12 +224,16 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 	}
 	l.setCurrent(child)
 	defer l.setCurrent(nil)
-	log.Info("command started", "pid", child.Pid())
 
 	select {
 	case <-child.Done():
 		status = child.Stop() // kills what the command left behind
 		log.Info("command exited", "status", status.String())
+		if child.Foreground() && (status.Signal == syscall.SIGINT || status.Signal == syscall.SIGQUIT) {
+			// Ctrl-C at the terminal went to the child alone; like a shell,
+			// take it as meant for us too.
+			l.stop(status.Signal)
+		}
 		return status, true, nil
 	case <-ten.Context().Done():
 		log.Warn("tenure ended; stopping command", "cause", context.Cause(ten.Context()))

@@ -22,6 +22,8 @@ type Child struct {
 	reaped chan struct{} // closed by the reaper once the child has been reaped
 	done   chan struct{} // closed after reaped, once the terminal is given back
 
+	foreground bool // set before Start returns; never changes
+
 	stopOnce sync.Once
 }
 
@@ -92,6 +94,7 @@ func (c *Child) run(path string, started chan<- error) {
 		started <- forkError(c.spec.Path, err)
 		return
 	}
+	c.foreground = fg
 	started <- nil
 
 	<-c.reaped
@@ -102,6 +105,11 @@ func (c *Child) run(path string, started chan<- error) {
 	}
 	close(c.done)
 }
+
+// Foreground reports whether the child runs as the terminal's foreground
+// job. Then the terminal's Ctrl-C and Ctrl-\ reach the child directly, not
+// this process.
+func (c *Child) Foreground() bool { return c.foreground }
 
 // exited records the child's status. The reaper calls it with its mutex held.
 func (c *Child) exited(st Status) {
