@@ -68,7 +68,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, refused(err))
 	}
 	s := &Store{path: abs, clock: theClock(), db: db, watch: newWatcher(watchDB)}
-	if err := s.createTable(ctx); err != nil {
+	if err := retryBusy(ctx, openBusyBudget, func() error { return s.createTable(ctx) }); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, classify(err))
 	}
@@ -92,9 +92,23 @@ const createTable = `CREATE TABLE IF NOT EXISTS leases (
 ) STRICT`
 
 func (s *Store) createTable(ctx context.Context) error {
-	// One statement: concurrent openers serialize on the write lock
-	// within busyTimeout, and all but the first find the table there.
-	if _, err := s.db.ExecContext(ctx, createTable); err != nil {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// BEGIN IMMEDIATE takes the write lock first, waiting up to
+	// busyTimeout for it, so that concurrent openers queue instead of
+	// failing to upgrade a read lock.
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("create table: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, createTable); err != nil {
+		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return fmt.Errorf("create table: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		return fmt.Errorf("create table: %w", err)
 	}
 	// A table of that name from something else fails here, not later.
@@ -271,7 +285,15 @@ func (s *Store) record(r row) lease.Record {
 // queryRows runs a statement that returns lease rows and reads it to the
 // end. A write statement has committed only once it has run to the end, so
 // any error, a cancelled ctx included, means the outcome is unknown.
-func (s *Store) queryRows(ctx context.Context, query string, args ...any) ([]row, error) {
+func (s *Store) queryRows(ctx context.Context, query string, args ...any) (rows []row, err error) {
+	err = retryBusy(ctx, busyTimeout, func() error {
+		rows, err = s.queryRowsOnce(ctx, query, args...)
+		return err
+	})
+	return rows, err
+}
+
+func (s *Store) queryRowsOnce(ctx context.Context, query string, args ...any) ([]row, error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
