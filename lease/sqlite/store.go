@@ -127,7 +127,8 @@ func (s *Store) createTable(ctx context.Context) error {
 // expired between the reading and the execution still looks live, so a
 // contender cannot take over early. A renewal may extend a lease that ran
 // out in that gap, which is harmless: nobody else can have taken it, since
-// writes serialize and a takeover would have changed the token.
+// writes serialize and a takeover would have changed the token. The same
+// holds when a busy statement is run again with the same reading.
 
 // acquireSQL inserts the row for ?1 or takes it over when it was released,
 // has expired, or was written during another boot. It returns no row when

@@ -402,3 +402,28 @@ func TestDefaultPath(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkFSIsRefused(t *testing.T) {
+	defer func(orig func(string) (string, error)) { detectNetworkFS = orig }(detectNetworkFS)
+	detectNetworkFS = func(string) (string, error) { return "nfs", nil }
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x", "leaderrun.db")
+	_, err := Open(ctx(t), path, Options{})
+	want := "sqlite store " + path + ": directory is on a network filesystem (nfs); locks are unreliable there (unsafe_allow_network_fs=1 overrides)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Open on nfs = %v, want %q", err, want)
+	}
+	if !errors.Is(err, lease.ErrRefused) {
+		t.Errorf("Open on nfs = %v, want it to wrap ErrRefused", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused Open created %v", entries)
+	}
+	s, err := lease.Open(ctx(t), "sqlite:"+path+"?unsafe_allow_network_fs=1")
+	if err != nil {
+		t.Fatalf("Open on nfs with unsafe_allow_network_fs=1: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

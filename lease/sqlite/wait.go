@@ -134,7 +134,7 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 // wakes the waiters: a change may have slipped in before it.
 func (w *watcher) run(ctx context.Context, prev <-chan struct{}, finished chan<- struct{}) {
 	defer close(finished)
-	<-prev // cancelled before this poller started, so it ends promptly
+	<-prev             // cancelled before this poller started, so it ends promptly
 	var conn *sql.Conn // the dedicated connection; nil after an error
 	defer func() {
 		if conn != nil {
