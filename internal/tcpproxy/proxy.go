@@ -240,4 +240,3 @@ func (l *link) abort() {
 		}
 	}
 }
-

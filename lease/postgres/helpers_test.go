@@ -153,8 +153,6 @@ func serverAddr(t *testing.T) string {
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 }
 
-
-
 // listening waits until s's listener has LISTEN in effect and a waiter on
 // name, and returns the listener's server pid.
 func listening(t *testing.T, s *Store, name string) uint32 {
