@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -50,15 +51,19 @@ func (r reading) millis() int64 { return r.nanos / int64(time.Millisecond) }
 // wallMillis is the wall clock in milliseconds, the floor of a new token.
 func (r reading) wallMillis() int64 { return r.wall.UnixMilli() }
 
-func (c hostClock) now() reading {
+// now reads the clock. Once the monotonic clock was readable it never falls
+// back to the wall clock, whose readings would be taken for times far in
+// the future; failing to read it is an error instead.
+func (c hostClock) now() (reading, error) {
 	wall := time.Now()
-	if c.mono {
-		var ts unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err == nil {
-			return reading{nanos: ts.Nano(), wall: wall}
-		}
+	if !c.mono {
+		return reading{nanos: wall.UnixNano(), wall: wall}, nil
 	}
-	return reading{nanos: wall.UnixNano(), wall: wall}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return reading{}, fmt.Errorf("read CLOCK_MONOTONIC: %w", err)
+	}
+	return reading{nanos: ts.Nano(), wall: wall}, nil
 }
 
 // wallTime converts a store-clock reading in milliseconds to wall time.

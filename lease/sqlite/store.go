@@ -172,13 +172,20 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	// The row can change between a refused acquire and the read that
 	// describes the holder; try again a few times if it was freed.
 	for range 3 {
-		now := s.clock.now()
+		now, err := s.clock.now()
+		if err != nil {
+			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
+		}
 		rows, err := s.queryRows(ctx, acquireSQL, name, holder, now.wallMillis(), s.clock.bootID, now.millis(), now.millis()+ttlMs)
 		if err != nil {
 			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
 		}
 		if len(rows) == 1 {
-			return s.record(rows[0]), nil
+			rec, err := s.record(rows[0])
+			if err != nil {
+				return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
+			}
+			return rec, nil
 		}
 		cur, err := s.Get(ctx, name)
 		switch {
@@ -200,7 +207,10 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, err)
 	}
-	now := s.clock.now()
+	now, err := s.clock.now()
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, err)
+	}
 	rows, err := s.queryRows(ctx, renewSQL, name, holder, token, s.clock.bootID, now.millis(), now.millis()+ttlMs)
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, err)
@@ -208,13 +218,20 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 	if len(rows) == 0 {
 		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, lease.ErrLost)
 	}
-	return s.record(rows[0]), nil
+	rec, err := s.record(rows[0])
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("renew lease %q: %w", name, err)
+	}
+	return rec, nil
 }
 
 // Release implements lease.Store: ErrLost unless holder still holds name
 // with token. Waiters notice within pollInterval.
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
-	now := s.clock.now()
+	now, err := s.clock.now()
+	if err != nil {
+		return fmt.Errorf("release lease %q: %w", name, err)
+	}
 	rows, err := s.queryRows(ctx, releaseSQL, name, holder, token, s.clock.bootID, now.millis())
 	if err != nil {
 		return fmt.Errorf("release lease %q: %w", name, err)
@@ -234,7 +251,11 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 	if len(rows) == 0 {
 		return lease.Record{}, fmt.Errorf("get lease %q: %w", name, lease.ErrNotFound)
 	}
-	return s.record(rows[0]), nil
+	rec, err := s.record(rows[0])
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("get lease %q: %w", name, err)
+	}
+	return rec, nil
 }
 
 // List implements lease.Store.
@@ -243,9 +264,13 @@ func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
+	now, err := s.clock.now()
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
 	recs := make([]lease.Record, len(rows))
 	for i, r := range rows {
-		recs[i] = s.record(r)
+		recs[i] = s.recordAt(r, now)
 	}
 	return recs, nil
 }
@@ -268,14 +293,22 @@ type row struct {
 }
 
 // record converts r to a lease.Record as of now.
-func (s *Store) record(r row) lease.Record {
+func (s *Store) record(r row) (lease.Record, error) {
+	now, err := s.clock.now()
+	if err != nil {
+		return lease.Record{}, err
+	}
+	return s.recordAt(r, now), nil
+}
+
+// recordAt converts r to a lease.Record as of the reading now.
+func (s *Store) recordAt(r row, now reading) lease.Record {
 	rec := lease.Record{Name: r.name, Holder: r.holder, Token: r.token, Released: r.released}
 	if r.bootID != s.clock.bootID {
 		// Written during another boot: expired, and its times mean
 		// nothing on this boot's clock.
 		return rec
 	}
-	now := s.clock.now()
 	rec.Acquired = now.wallTime(r.acquired)
 	rec.Renewed = now.wallTime(r.renewed)
 	rec.Expires = now.wallTime(r.expires)
