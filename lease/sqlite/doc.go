@@ -17,7 +17,8 @@
 // are zero.
 //
 // The database runs in WAL mode with synchronous=FULL, so an acknowledged
-// grant survives a power cut. Every write is one statement. Files are
+// grant survives a power cut. Every lease operation is one statement; only
+// the table is created in a BEGIN IMMEDIATE transaction. Files are
 // created owner-only (directory 0700, database 0600), and a database on a
 // network filesystem is refused: SQLite's locks are unreliable there.
 //
