@@ -83,6 +83,7 @@ func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
 		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN: sqlite:PATH, file:PATH or postgres://… (default: the per-host SQLite file)"},
+		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), Usage: "read the store DSN from the first line of this file (instead of --store), so a password stays out of the process list"},
 		&cli.StringFlag{Name: "identity", EnvVars: env("identity"), Usage: "this replica's holder identity (default host:pid:random)"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("ttl"), Value: config.DefaultLeaseDuration, Usage: "lease duration the store writes; crash failover takes at most this long"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), Usage: "time between renew attempts (default min(2s, renew deadline / 4))"},
@@ -112,9 +113,13 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		}
 		command = c.Args().Slice()
 	}
+	store, err := storeDSN(c)
+	if err != nil {
+		return runConfig{}, nil, err
+	}
 	rc := runConfig{Config: config.Config{
 		Name:     c.String("name"),
-		Store:    c.String("store"),
+		Store:    store,
 		Identity: c.String("identity"),
 		Timing: config.Timing{
 			LeaseDuration: c.Duration("ttl"),
@@ -144,6 +149,23 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		return runConfig{}, nil, usagef("%s", strings.Join(problems, "; "))
 	}
 	return rc, logs, nil
+}
+
+// storeDSN is the first line of --store-file when given, else --store.
+func storeDSN(c *cli.Context) (string, error) {
+	file := c.String("store-file")
+	if file == "" {
+		return c.String("store"), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", usagef("--store-file: %w", err)
+	}
+	dsn, _, _ := strings.Cut(string(data), "\n")
+	if dsn = strings.TrimSpace(dsn); dsn == "" {
+		return "", usagef("--store-file %s: empty", file)
+	}
+	return dsn, nil
 }
 
 func versionCommand() *cli.Command {
