@@ -45,6 +45,11 @@ type Elector struct {
 	Logger *slog.Logger
 	// Clock measures trust; nil means BootClock.
 	Clock Clock
+	// Observe, when set, is called after every acquire, renew and release
+	// with the operation's name ("acquire", "renew", "release"), how long
+	// the store took, and the outcome (a *HeldError counts as an answer).
+	// It runs on the election's goroutines and must not block.
+	Observe func(op string, took time.Duration, err error)
 }
 
 // maxJitter bounds the random delay a follower adds to a known expiry, so
@@ -65,6 +70,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		actx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 		rec, err := e.Store.Acquire(actx, e.Name, e.Holder, e.LeaseDuration)
 		cancel()
+		e.observe("acquire", e.clock()()-sent, err)
 		if err == nil {
 			return e.newTenure(rec, sent), nil
 		}
@@ -109,6 +115,12 @@ func (e *Elector) logger() *slog.Logger {
 		return e.Logger
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+func (e *Elector) observe(op string, took time.Duration, err error) {
+	if e.Observe != nil {
+		e.Observe(op, took, err)
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -57,7 +57,10 @@ func (t *Tenure) Release(ctx context.Context) error {
 	}
 	<-t.done
 	t.cancel(ErrReleased)
-	if err := t.e.Store.Release(ctx, t.e.Name, t.e.Holder, t.Record.Token); err != nil {
+	start := t.e.clock()()
+	err := t.e.Store.Release(ctx, t.e.Name, t.e.Holder, t.Record.Token)
+	t.e.observe("release", t.e.clock()()-start, err)
+	if err != nil {
 		return fmt.Errorf("release lease %q: %w", t.e.Name, err)
 	}
 	return nil
@@ -129,6 +132,7 @@ func (t *Tenure) renew(ctx context.Context, sent, timeout time.Duration, results
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	rec, err := t.e.Store.Renew(ctx, t.e.Name, t.e.Holder, t.Record.Token, t.e.LeaseDuration)
+	t.e.observe("renew", t.e.clock()()-sent, err)
 	if err == nil && ctx.Err() != nil {
 		// The reply came after the attempt's timeout: the outcome is not
 		// one the deadline arithmetic may rely on.
