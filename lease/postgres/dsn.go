@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -31,7 +30,9 @@ var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // splitDSN separates leaderrun's parameters from the DSN that pgx parses.
 // leaderrun's parameters are only read from URL DSNs (postgres://…); a
-// keyword/value DSN is passed to pgx as it is.
+// keyword/value DSN is passed to pgx as it is. The other query parameters
+// are kept byte for byte: like libpq, pgx decodes only %XX escapes (a '+'
+// stays a '+'), so they must not be re-encoded.
 func splitDSN(dsn string) (string, options, error) {
 	opts := options{schema: DefaultSchema, listen: true}
 	if !isURL(dsn) {
@@ -39,40 +40,66 @@ func splitDSN(dsn string) (string, options, error) {
 		return dsn, opts, nil
 	}
 	base, query, _ := strings.Cut(dsn, "?")
-	values, err := url.ParseQuery(query)
-	if err != nil {
-		return "", opts, errors.New("malformed query parameters")
-	}
-	for key, vals := range values {
-		if !strings.HasPrefix(key, "leaderrun_") {
-			continue
-		}
-		val := vals[len(vals)-1]
-		switch key {
-		case paramSchema:
-			if !schemaPattern.MatchString(val) {
-				return "", opts, fmt.Errorf("%s=%q: want 1 to 63 letters, digits or underscores, not starting with a digit", paramSchema, val)
+	var kept []string
+	for _, p := range queryPairs(query) {
+		switch {
+		case p.key == "default_query_exec_mode":
+			opts.execModeSet = true
+		case !strings.HasPrefix(p.key, "leaderrun_"):
+		case p.key == paramSchema:
+			if !schemaPattern.MatchString(p.value) {
+				return "", opts, fmt.Errorf("%s=%q: want 1 to 63 letters, digits or underscores, not starting with a digit", paramSchema, p.value)
 			}
-			opts.schema = val
-		case paramListen:
-			switch strings.ToLower(val) {
+			opts.schema = p.value
+			continue
+		case p.key == paramListen:
+			switch strings.ToLower(p.value) {
 			case "on", "true", "1", "yes":
 				opts.listen = true
 			case "off", "false", "0", "no":
 				opts.listen = false
 			default:
-				return "", opts, fmt.Errorf("%s=%q: want on or off", paramListen, val)
+				return "", opts, fmt.Errorf("%s=%q: want on or off", paramListen, p.value)
 			}
+			continue
 		default:
-			return "", opts, fmt.Errorf("unknown parameter %s (known: %s, %s)", key, paramSchema, paramListen)
+			return "", opts, fmt.Errorf("unknown parameter %s (known: %s, %s)", p.key, paramSchema, paramListen)
 		}
-		values.Del(key)
+		kept = append(kept, p.raw)
 	}
-	opts.execModeSet = values.Has("default_query_exec_mode")
-	if len(values) == 0 {
+	if len(kept) == 0 {
 		return base, opts, nil
 	}
-	return base + "?" + values.Encode(), opts, nil
+	return base + "?" + strings.Join(kept, "&"), opts, nil
+}
+
+// queryPair is one key=value of a URL DSN's query, as written and decoded.
+type queryPair struct {
+	raw        string
+	key, value string
+}
+
+// queryPairs splits a URL DSN's query as libpq does: pairs separated by
+// '&', key and value %XX-decoded. A pair that does not decode keeps its raw
+// text as key, for pgx to reject.
+func queryPairs(query string) []queryPair {
+	var pairs []queryPair
+	for _, raw := range strings.Split(query, "&") {
+		if raw == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(raw, "=")
+		key, err := url.PathUnescape(k)
+		if err != nil {
+			key = k
+		}
+		value, err := url.PathUnescape(v)
+		if err != nil {
+			value = v
+		}
+		pairs = append(pairs, queryPair{raw: raw, key: key, value: value})
+	}
+	return pairs
 }
 
 func isURL(dsn string) bool {
@@ -99,14 +126,14 @@ func redact(dsn string) string {
 	if !hasQuery {
 		return out
 	}
-	values, err := url.ParseQuery(query)
-	if err != nil {
-		return out + "?…" // unparsable: show nothing that could be a secret
+	var kept []string
+	for _, p := range queryPairs(query) {
+		if p.key != "password" && p.key != "sslpassword" {
+			kept = append(kept, p.raw)
+		}
 	}
-	values.Del("password")
-	values.Del("sslpassword")
-	if len(values) > 0 {
-		out += "?" + values.Encode()
+	if len(kept) > 0 {
+		out += "?" + strings.Join(kept, "&")
 	}
 	return out
 }
@@ -140,10 +167,10 @@ func dsnSecrets(dsn string) []string {
 			add(pw)
 		}
 	}
-	for _, kv := range strings.Split(query, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "password" || k == "sslpassword" {
-			add(v)
+	for _, p := range queryPairs(query) {
+		if p.key == "password" || p.key == "sslpassword" {
+			_, raw, _ := strings.Cut(p.raw, "=")
+			add(raw)
 		}
 	}
 	return s

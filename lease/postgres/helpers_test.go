@@ -93,8 +93,12 @@ func withParam(dsn, key, value string) string {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	return dsn + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
+	return dsn + sep + escape(key) + "=" + escape(value)
 }
+
+// escape %-encodes s for a DSN query, spaces as %20: libpq and pgx do not
+// decode '+'.
+func escape(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
 
 // newSchema picks a schema no other test uses, drops it at cleanup, and
 // returns the server DSN that selects it.

@@ -79,26 +79,33 @@ REVOKE ALL ON FUNCTION %[1]s.fence(text, bigint) FROM PUBLIC;
 // needs no privilege beyond USAGE on the schema.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	return s.pool.do(ctx, func(conn *pgx.Conn) error {
-		if ok, err := s.schemaExists(ctx, conn); err != nil || ok {
-			return err
+		if err := s.createSchema(ctx, conn); err != nil {
+			return fmt.Errorf("create schema %s: %w", s.schema, err)
 		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey(s.schema)); err != nil {
-			return err
-		}
-		// Another replica may have created everything while we waited.
-		if ok, err := s.schemaExists(ctx, conn); err != nil || ok {
-			return err
-		}
-		if _, err := conn.PgConn().Exec(ctx, SchemaSQL(s.schema)).ReadAll(); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
+		return nil
 	})
+}
+
+func (s *Store) createSchema(ctx context.Context, conn *pgx.Conn) error {
+	if ok, err := s.schemaExists(ctx, conn); err != nil || ok {
+		return err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey(s.schema)); err != nil {
+		return err
+	}
+	// Another replica may have created everything while we waited.
+	if ok, err := s.schemaExists(ctx, conn); err != nil || ok {
+		return err
+	}
+	if _, err := conn.PgConn().Exec(ctx, SchemaSQL(s.schema)).ReadAll(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 func (s *Store) schemaExists(ctx context.Context, conn *pgx.Conn) (bool, error) {

@@ -136,7 +136,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if err := s.ensureSchema(ctx); err != nil {
 		s.Close()
-		return fail(fmt.Errorf("create schema %s: %w", opts.schema, err))
+		return fail(err)
 	}
 	return s, nil
 }

@@ -35,6 +35,26 @@ func wantWoken(t *testing.T, done <-chan error, limit time.Duration) time.Durati
 	return 0
 }
 
+// acquireSeen acquires name for the leader while follower waits on it, and
+// returns once the follower was woken by that acquire and has read the new
+// record: then no notification older than the follower's last read is
+// still in flight, and the follower's next Wait blocks.
+func acquireSeen(t *testing.T, leader, follower *Store, name string) lease.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	done := startWait(t, follower, name, 30*time.Second)
+	listening(t, follower, name)
+	rec, err := leader.Acquire(ctx, name, "leader", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, done, 5*time.Second)
+	if _, err := follower.Get(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 func TestListenOffHasNoListener(t *testing.T) {
 	dsn, _ := newSchema(t)
 	s := openStore(t, withParam(dsn, paramListen, "off"))
@@ -85,10 +105,7 @@ func TestWaitSurvivesKilledListenConnection(t *testing.T) {
 	dsn, _ := newSchema(t)
 	leader, follower := openStore(t, dsn), openStore(t, dsn)
 	ctx := testCtx(t)
-	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := acquireSeen(t, leader, follower, "n")
 	done := startWait(t, follower, "n", 30*time.Second)
 	pid := listening(t, follower, "n")
 	epoch := follower.listener.current("n").epoch
@@ -107,25 +124,19 @@ func TestWaitSurvivesKilledListenConnection(t *testing.T) {
 		}
 	}
 	released := time.Now()
-	if err := leader.Release(ctx, "n", "a", rec.Token); err != nil {
+	if err := leader.Release(ctx, "n", "leader", rec.Token); err != nil {
 		t.Fatal(err)
 	}
 	wantWoken(t, done, 5*time.Second)
 	t.Logf("waiter woke %v after release with the LISTEN connection killed", time.Since(released))
 
 	// The listener reconnects and delivers notifications again.
-	next, err := leader.Acquire(ctx, "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := follower.Get(ctx, "n"); err != nil { // as after a refused acquire
-		t.Fatal(err)
-	}
+	next := acquireSeen(t, leader, follower, "n")
 	done = startWait(t, follower, "n", 30*time.Second)
 	if got := listening(t, follower, "n"); got == pid {
 		t.Errorf("listener pid after reconnect = %d, the killed one", got)
 	}
-	if err := leader.Release(ctx, "n", "a", next.Token); err != nil {
+	if err := leader.Release(ctx, "n", "leader", next.Token); err != nil {
 		t.Fatal(err)
 	}
 	wantWoken(t, done, 5*time.Second)
@@ -145,13 +156,7 @@ func TestWaitRereadsAfterReconnect(t *testing.T) {
 	leader := openStore(t, dsn)
 	follower := openStore(t, viaProxy(t, dsn, proxy.Addr()))
 	ctx := testCtx(t)
-	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := follower.Acquire(ctx, "n", "b", time.Minute); err == nil {
-		t.Fatal("follower acquired a held name")
-	}
+	rec := acquireSeen(t, leader, follower, "n")
 	done := startWait(t, follower, "n", 30*time.Second)
 	listening(t, follower, "n")
 
@@ -163,7 +168,7 @@ func TestWaitRereadsAfterReconnect(t *testing.T) {
 			t.Fatal("listener did not notice the reset")
 		}
 	}
-	if err := leader.Release(ctx, "n", "a", rec.Token); err != nil {
+	if err := leader.Release(ctx, "n", "leader", rec.Token); err != nil {
 		t.Fatal(err)
 	}
 	select {
