@@ -18,6 +18,7 @@ var Version = "dev"
 
 const usageText = `leaderrun [options] -- COMMAND [ARG...]
    leaderrun status [--name NAME] [--json]
+   leaderrun watch --name NAME [--json]
    leaderrun version
 
 Every replica runs the same line. Each campaigns for the lease NAME in a
@@ -70,6 +71,8 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 			return runLeader(c.Context, sigs, cfg, logs.logger(c.App.ErrWriter))
 		},
 		Commands: []*cli.Command{
+			statusCommand(),
+			watchCommand(sigs),
 			versionCommand(),
 		},
 	}

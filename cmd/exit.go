@@ -46,6 +46,8 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &usage), errors.As(err, &field), errors.Is(err, lease.ErrRefused):
 		return ExitUsage
+	case errors.Is(err, errNoSuchLease):
+		return ExitNoSuchLease
 	case errors.Is(err, errAcquireTimeout):
 		return ExitAcquireTimeout
 	case errors.Is(err, supervise.ErrNotFound):

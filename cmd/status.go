@@ -1,0 +1,166 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/sqlite"
+)
+
+// ExitNoSuchLease is status's exit code for a name the store has never
+// seen (as systemctl's 4 for an unknown unit).
+const ExitNoSuchLease = 4
+
+// errNoSuchLease marks an operator command about a name the store never saw.
+var errNoSuchLease = errors.New("no such lease")
+
+// storeFlags are the options every command that reads the store takes.
+func storeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN (default: the per-host SQLite file)"},
+		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), Usage: "read the store DSN from the first line of this file"},
+	}
+}
+
+// openStore opens the store the options name, for an operator command.
+func openStore(c *cli.Context) (lease.Store, error) {
+	dsn, err := storeDSN(c)
+	if err != nil {
+		return nil, err
+	}
+	if dsn == "" {
+		dsn = "sqlite:" + sqlite.DefaultPath()
+	}
+	s, err := lease.Open(c.Context, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show holder, token and expiry of one name or every name",
+		UsageText: "leaderrun status [--name NAME] [--json] [--store DSN]",
+		Description: `Without --name, lists every name in the store. State is held, released or
+expired. Exits 4 when --name names a lease the store has never seen.`,
+		Flags: append(storeFlags(),
+			&cli.StringFlag{Name: "name", Usage: "show only this name"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON: an object for --name, else an array"},
+		),
+		Action: runStatus,
+	}
+}
+
+func runStatus(c *cli.Context) error {
+	name := c.String("name")
+	if c.IsSet("name") {
+		if err := config.ValidateName(name); err != nil {
+			return err
+		}
+	}
+	store, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+	defer cancel()
+
+	var recs []lease.Record
+	if name != "" {
+		rec, err := store.Get(ctx, name)
+		if errors.Is(err, lease.ErrNotFound) {
+			return fmt.Errorf("lease %q in %s: %w", name, store.Describe(), errNoSuchLease)
+		}
+		if err != nil {
+			return fmt.Errorf("read lease %q: %w", name, err)
+		}
+		recs = []lease.Record{rec}
+	} else if recs, err = store.List(ctx); err != nil {
+		return fmt.Errorf("list leases: %w", err)
+	}
+
+	w := c.App.Writer
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if name != "" {
+			return enc.Encode(jsonRecord(recs[0]))
+		}
+		out := make([]recordJSON, 0, len(recs))
+		for _, r := range recs {
+			out = append(out, jsonRecord(r))
+		}
+		return enc.Encode(out)
+	}
+	return printTable(w, recs)
+}
+
+// recordJSON is the stable JSON shape of a lease for scripts.
+type recordJSON struct {
+	Name     string     `json:"name"`
+	State    string     `json:"state"` // held, released or expired
+	Holder   string     `json:"holder"`
+	Token    int64      `json:"token"`
+	Acquired *time.Time `json:"acquired"`
+	Renewed  *time.Time `json:"renewed"`
+	Expires  *time.Time `json:"expires"`
+	// ExpiresIn is the time left in seconds as the store measured it; 0
+	// once released or expired.
+	ExpiresIn float64 `json:"expires_in_seconds"`
+}
+
+func jsonRecord(r lease.Record) recordJSON {
+	return recordJSON{
+		Name: r.Name, State: r.State(), Holder: r.Holder, Token: r.Token,
+		Acquired: optTime(r.Acquired), Renewed: optTime(r.Renewed), Expires: optTime(r.Expires),
+		ExpiresIn: timeLeft(r).Seconds(),
+	}
+}
+
+func timeLeft(r lease.Record) time.Duration {
+	if !r.Held() {
+		return 0
+	}
+	return r.Remaining.Round(time.Millisecond)
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC().Round(time.Millisecond)
+	return &t
+}
+
+func printTable(w io.Writer, recs []lease.Record) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tHOLDER\tTOKEN\tACQUIRED\tRENEWED\tEXPIRES IN")
+	for _, r := range recs {
+		left := "-"
+		if r.Held() {
+			left = timeLeft(r).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.State(), r.Holder, r.Token,
+			fmtTime(r.Acquired), fmtTime(r.Renewed), left)
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}

@@ -1,0 +1,129 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/signals"
+)
+
+// watchPoll bounds how long watch trusts that nothing changed without
+// looking: stores wake it on changes of hands, this catches the rest.
+const watchPoll = 5 * time.Second
+
+func watchCommand(sigs <-chan os.Signal) *cli.Command {
+	return &cli.Command{
+		Name:      "watch",
+		Usage:     "print a line for every change of a name's leadership, as it happens",
+		UsageText: "leaderrun watch --name NAME [--json] [--store DSN]",
+		Description: `Events: elected (a new holder and token), released, expired and, for a
+name that does not exist yet, absent. Runs until SIGINT or SIGTERM.`,
+		Flags: append(storeFlags(),
+			&cli.StringFlag{Name: "name", Usage: "the name to watch (required)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line"},
+		),
+		Action: func(c *cli.Context) error {
+			name := c.String("name")
+			if err := config.ValidateName(name); err != nil {
+				return err
+			}
+			store, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ctx, cancel := context.WithCancel(c.Context)
+			defer cancel()
+			go func() {
+				for s := range sigs {
+					if signals.IsStop(s) {
+						cancel()
+						return
+					}
+				}
+			}()
+			w := &eventWriter{w: c.App.Writer, json: c.Bool("json")}
+			err = watch(ctx, store, name, w)
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+}
+
+// watch emits an event whenever name's state changes, until ctx ends.
+func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) error {
+	var (
+		last    = "" // last event emitted, with its holder and token
+		backoff = 250 * time.Millisecond
+	)
+	for {
+		rec, err := store.Get(ctx, name)
+		wait := watchPoll
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, lease.ErrNotFound):
+			rec = lease.Record{Name: name}
+			last = w.emit(last, "absent", rec)
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "leaderrun: watch %q: %v (retrying in %v)\n", name, err, backoff)
+			wait, backoff = backoff, min(2*backoff, watchPoll)
+		default:
+			backoff = 250 * time.Millisecond
+			event := map[string]string{"held": "elected", "released": "released", "expired": "expired"}[rec.State()]
+			last = w.emit(last, event, rec)
+			if rec.Held() {
+				// Wake just after the expiry, should renewals stop.
+				wait = min(wait, rec.Remaining+10*time.Millisecond)
+			}
+		}
+		if err := store.Wait(ctx, name, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// eventWriter prints watch events as text or JSON lines.
+type eventWriter struct {
+	w    io.Writer
+	json bool
+}
+
+type eventJSON struct {
+	Time   time.Time `json:"time"`
+	Event  string    `json:"event"`
+	Name   string    `json:"name"`
+	Holder string    `json:"holder,omitempty"`
+	Token  int64     `json:"token,omitempty"`
+}
+
+// emit prints event for rec unless it repeats last; it returns the key of
+// what it printed (or last).
+func (e *eventWriter) emit(last, event string, rec lease.Record) string {
+	key := fmt.Sprintf("%s %s %d", event, rec.Holder, rec.Token)
+	if key == last {
+		return last
+	}
+	ev := eventJSON{Time: time.Now().UTC().Round(time.Millisecond), Event: event, Name: rec.Name, Holder: rec.Holder, Token: rec.Token}
+	if e.json {
+		json.NewEncoder(e.w).Encode(ev)
+		return key
+	}
+	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(time.RFC3339Nano), event, rec.Name)
+	if rec.Holder != "" {
+		line += fmt.Sprintf(" holder=%s token=%d", rec.Holder, rec.Token)
+	}
+	fmt.Fprintln(e.w, line)
+	return key
+}
