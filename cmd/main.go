@@ -3,6 +3,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 		}
 		return exit.status.ExitCode()
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "leaderrun: %v\n", err)
 	}
 	return exitCode(err)

@@ -38,44 +38,30 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 		log.Info("using the per-host SQLite store; only processes sharing this file take part in the election",
 			"path", path)
 	}
-	store, err := lease.Open(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer store.Close()
-
 	holder := rc.Identity
 	if holder == "" {
 		holder = defaultIdentity()
 	}
-	log = log.With("name", rc.Name, "holder", holder)
 	l := &leader{
-		cfg: rc, log: log, store: store, holder: holder,
-		elector: &lease.Elector{
-			Store: store, Name: rc.Name, Holder: holder,
-			LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
-			Logger: log,
-		},
+		cfg: rc, dsn: dsn, holder: holder,
+		log:      log.With("name", rc.Name, "holder", holder),
 		stopping: make(chan struct{}),
 	}
-	log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
-		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
-
 	var g run.Group
 	quit := make(chan struct{})
 	g.Add(func() error { l.relaySignals(sigs, quit); return nil },
 		func(error) { close(quit) })
-	g.Add(l.loop, func(error) { l.stop(0) })
+	g.Add(l.run, func(error) { l.stop(0) })
 	return g.Run()
 }
 
 // leader runs the campaign → tenure → release cycle for one name.
 type leader struct {
 	cfg     runConfig
+	dsn     string
 	log     *slog.Logger
-	store   lease.Store
 	holder  string
-	elector *lease.Elector
+	elector *lease.Elector // set by run once the store is open
 
 	mu       sync.Mutex // guards child, stopSig and stopping's closing
 	child    *supervise.Child
@@ -142,6 +128,51 @@ func (l *leader) stopped() bool {
 	}
 }
 
+// run opens the store, then runs tenures until told to stop.
+func (l *leader) run() error {
+	store, err := l.openStore()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rc := l.cfg
+	l.elector = &lease.Elector{
+		Store: store, Name: rc.Name, Holder: l.holder,
+		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
+		Logger: l.log,
+	}
+	l.log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
+		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
+	return l.loop()
+}
+
+// openStore opens the store, retrying while it is merely unreachable. A
+// store that refuses (bad DSN, credentials, privileges) ends the run; so
+// does a stop signal (cleanly) and --acquire-timeout.
+func (l *leader) openStore() (lease.Store, error) {
+	ctx, cancel := l.campaignContext()
+	defer cancel()
+	backoff := 250 * time.Millisecond
+	for {
+		store, err := lease.Open(ctx, l.dsn)
+		switch {
+		case err == nil:
+			return store, nil
+		case errors.Is(err, lease.ErrRefused):
+			return nil, fmt.Errorf("open store: %w", err)
+		case ctx.Err() != nil:
+			return nil, l.campaignError(ctx, err)
+		}
+		l.log.Warn("store unreachable; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 5*time.Second)
+		case <-ctx.Done():
+			return nil, l.campaignError(ctx, ctx.Err())
+		}
+	}
+}
+
 // loop runs tenures until told to stop, --once, or an error that no retry
 // can fix.
 func (l *leader) loop() error {
@@ -150,10 +181,6 @@ func (l *leader) loop() error {
 		started := time.Now()
 		ten, err := l.campaign()
 		if err != nil {
-			if l.stopped() && errors.Is(err, context.Canceled) {
-				l.log.Info("stopped while standing by")
-				return nil
-			}
 			return err
 		}
 		log := l.log.With("token", ten.Token())
@@ -187,8 +214,18 @@ func (l *leader) loop() error {
 
 // campaign waits for the name, for at most --acquire-timeout.
 func (l *leader) campaign() (*lease.Tenure, error) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := l.campaignContext()
 	defer cancel()
+	ten, err := l.elector.Campaign(ctx)
+	if err != nil {
+		return nil, l.campaignError(ctx, err)
+	}
+	return ten, nil
+}
+
+// campaignContext ends on a stop signal or after --acquire-timeout.
+func (l *leader) campaignContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
 		case <-l.stopping:
@@ -196,16 +233,24 @@ func (l *leader) campaign() (*lease.Tenure, error) {
 		case <-ctx.Done():
 		}
 	}()
-	if l.cfg.AcquireTimeout > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithTimeoutCause(ctx, l.cfg.AcquireTimeout, errAcquireTimeout)
-		defer c()
+	if l.cfg.AcquireTimeout <= 0 {
+		return ctx, cancel
 	}
-	ten, err := l.elector.Campaign(ctx)
-	if err != nil && errors.Is(context.Cause(ctx), errAcquireTimeout) {
-		return nil, fmt.Errorf("lease %q: %w (%v)", l.cfg.Name, errAcquireTimeout, l.cfg.AcquireTimeout)
+	tctx, tcancel := context.WithTimeoutCause(ctx, l.cfg.AcquireTimeout, errAcquireTimeout)
+	return tctx, func() { tcancel(); cancel() }
+}
+
+// campaignError explains why a campaign in ctx ended with err. A stop
+// signal while standing by ends the run cleanly (context.Canceled, exit 0).
+func (l *leader) campaignError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errAcquireTimeout):
+		return fmt.Errorf("lease %q: %w (%v)", l.cfg.Name, errAcquireTimeout, l.cfg.AcquireTimeout)
+	case l.stopped():
+		l.log.Info("stopped while standing by")
+		return context.Canceled
 	}
-	return ten, err
+	return err
 }
 
 // serve runs the command for one tenure and returns its status once it and
