@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/leaderrun/leaderrun/signals"
 )
@@ -22,6 +23,7 @@ func childMain() {
 	termExit := fs.Int("term-exit", 0, "exit code after a stop signal (TERM, INT, QUIT, HUP)")
 	killSelf := fs.String("kill-self", "", "die by this signal (after -ready)")
 	escapee := fs.String("escapee", "", "start a grandchild that leaves the process group; write its pid to `FILE`")
+	exitFile := fs.String("exitfile", "", "write `FILE` with the time this child exits after a signal")
 	orphan := fs.String("orphan", "", "start a grandchild that outlives this child; write its pid to `FILE`")
 	sleeper := fs.Bool("sleeper", false, "(internal) become the escaped grandchild")
 	fs.Parse(os.Args[1:])
@@ -39,7 +41,7 @@ func childMain() {
 		writeFile(*orphan, fmt.Sprint(startSleeper()))
 	}
 	if *ready != "" {
-		writeFile(*ready, fmt.Sprintf("%d token=%s name=%s holder=%s", os.Getpid(),
+		writeFile(*ready, fmt.Sprintf("%d at=%d token=%s name=%s holder=%s", os.Getpid(), time.Now().UnixNano(),
 			os.Getenv("LEADERRUN_TOKEN"), os.Getenv("LEADERRUN_NAME"), os.Getenv("LEADERRUN_HOLDER")))
 	}
 	if *exitCode >= 0 {
@@ -60,6 +62,9 @@ func childMain() {
 			appendLine(*record, signals.Name(s.(syscall.Signal)))
 		}
 		if signals.IsStop(s) && !(s == syscall.SIGTERM && *ignoreTerm) {
+			if *exitFile != "" {
+				writeFile(*exitFile, fmt.Sprintf("at=%d", time.Now().UnixNano()))
+			}
 			os.Exit(*termExit)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/pgtest"
+	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 	_ "github.com/leaderrun/leaderrun/lease/sqlite"
 	"github.com/leaderrun/leaderrun/signals"
 )
@@ -43,16 +46,32 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
+	pgDSN, pgErr := pgtest.DSN()
+	if pgErr != nil && os.Getenv("CI") != "" {
+		t.Fatal(pgErr) // CI must run the [postgres] scripts, not skip them
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("LEADERRUN_STORE", "sqlite:"+filepath.Join(env.WorkDir, "leases.db"))
+			if pgErr == nil {
+				// Each script gets its own schema, dropped at its end.
+				schema := pgtest.RandomSchema()
+				env.Setenv("PGDSN", pgtest.WithParam(pgDSN, "leaderrun_schema", schema))
+				env.Defer(func() {
+					if err := pgtest.DropSchema(pgDSN, schema); err != nil {
+						env.T().Log(err)
+					}
+				})
+			}
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
+			case "postgres":
+				return pgErr == nil, nil
 			case "unshare":
 				return exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil, nil
 			}
@@ -67,6 +86,8 @@ func TestScripts(t *testing.T) {
 			"waitgrep": cmdWaitGrep,
 			"exitcode": cmdExitCode,
 			"steal":    cmdSteal,
+			"proxy":    cmdProxy,
+			"earlier":  cmdEarlier,
 		},
 	})
 }
@@ -165,17 +186,20 @@ func readPid(ts *testscript.TestScript, file string) int {
 }
 
 // readToken reads the token field ("token=N") of a child's ready file.
-func readToken(ts *testscript.TestScript, file string) int64 {
+func readToken(ts *testscript.TestScript, file string) int64 { return readField(ts, file, "token") }
+
+// readField reads the integer field "key=N" of a file.
+func readField(ts *testscript.TestScript, file, key string) int64 {
 	data, err := os.ReadFile(ts.MkAbs(file))
 	ts.Check(err)
 	for _, f := range strings.Fields(string(data)) {
-		if v, ok := strings.CutPrefix(f, "token="); ok {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			ts.Check(err)
 			return n
 		}
 	}
-	ts.Fatalf("no token= in %s", file)
+	ts.Fatalf("no %s= in %s", key, file)
 	return 0
 }
 
@@ -256,4 +280,86 @@ func cmdSteal(ts *testscript.TestScript, neg bool, args []string) {
 	if n, _ := res.RowsAffected(); n != 1 {
 		ts.Fatalf("no lease %q to steal", args[1])
 	}
+}
+
+// proxy start NAME: start a TCP proxy to the test PostgreSQL server and set
+// $NAME_DSN to $PGDSN through it. proxy NAME pass|reset|blackhole: change
+// what it does with the connections it carries.
+func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: proxy start NAME | proxy NAME pass|reset|blackhole")
+	}
+	if args[0] == "start" {
+		name := args[1]
+		addr, err := pgtest.Addr(ts.Getenv("PGDSN"))
+		ts.Check(err)
+		p, err := tcpproxy.New(addr)
+		ts.Check(err)
+		ts.Defer(func() { p.Close() })
+		proxies.Store(ts, name, p)
+		dsn, err := pgtest.ViaHosts(ts.Getenv("PGDSN"), p.Addr())
+		ts.Check(err)
+		ts.Setenv(name+"_DSN", dsn)
+		return
+	}
+	p := proxies.Load(ts, args[0])
+	switch args[1] {
+	case "pass":
+		p.Pass()
+	case "reset":
+		p.Reset()
+	case "blackhole":
+		p.Blackhole()
+	default:
+		ts.Fatalf("unknown proxy mode %q", args[1])
+	}
+}
+
+// proxies holds each script's proxies by name.
+var proxies proxyTable
+
+type proxyTable struct {
+	mu sync.Mutex // guards m
+	m  map[*testscript.TestScript]map[string]*tcpproxy.Proxy
+}
+
+func (t *proxyTable) Store(ts *testscript.TestScript, name string, p *tcpproxy.Proxy) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[*testscript.TestScript]map[string]*tcpproxy.Proxy)
+	}
+	if t.m[ts] == nil {
+		t.m[ts] = make(map[string]*tcpproxy.Proxy)
+		ts.Defer(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			delete(t.m, ts)
+		})
+	}
+	t.m[ts][name] = p
+}
+
+func (t *proxyTable) Load(ts *testscript.TestScript, name string) *tcpproxy.Proxy {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.m[ts][name]
+	if p == nil {
+		ts.Fatalf("no proxy %q; use proxy start %s first", name, name)
+	}
+	return p
+}
+
+// earlier A B: the time (at=UNIXNANO) recorded in file A is before the one
+// in file B, as a child records its start in its ready file and its exit
+// in its exit file.
+func cmdEarlier(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: earlier FILE_A FILE_B")
+	}
+	a, b := readField(ts, args[0], "at"), readField(ts, args[1], "at")
+	if a >= b {
+		ts.Fatalf("%s (at=%d) is not earlier than %s (at=%d): by %v", args[0], a, args[1], b, time.Duration(a-b))
+	}
+	ts.Logf("%s is %v before %s", args[0], time.Duration(b-a), args[1])
 }
