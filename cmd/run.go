@@ -177,6 +177,7 @@ func (l *leader) openStore() (lease.Store, error) {
 // can fix.
 func (l *leader) loop() error {
 	failures := 0
+	previous := "none" // how this replica's previous tenure ended
 	for {
 		started := time.Now()
 		ten, err := l.campaign()
@@ -185,12 +186,13 @@ func (l *leader) loop() error {
 		}
 		log := l.log.With("token", ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
-			"command", strings.Join(l.cfg.Command, " "))
-		status, exited, err := l.serve(ten, log)
-		l.release(ten, log)
+			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
+		status, exited, why, err := l.serve(ten, log)
+		l.release(ten, log, why)
 		if err != nil {
 			return err
 		}
+		previous = why
 		if l.cfg.Once || l.stopped() {
 			return &childExit{status}
 		}
@@ -255,7 +257,7 @@ func (l *leader) campaignError(ctx context.Context, err error) error {
 
 // serve runs the command for one tenure and returns its status once it and
 // every descendant are dead; exited says whether it ended on its own.
-func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.Status, exited bool, err error) {
+func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.Status, exited bool, why string, err error) {
 	child, err := supervise.Start(supervise.Spec{
 		Path:       l.cfg.Command[0],
 		Args:       l.cfg.Command,
@@ -265,7 +267,7 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 		Logger:     log,
 	})
 	if err != nil {
-		return supervise.Status{}, false, err
+		return supervise.Status{}, false, "command did not start", err
 	}
 	l.setCurrent(child)
 	defer l.setCurrent(nil)
@@ -279,29 +281,32 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 			// take it as meant for us too.
 			l.stop(status.Signal)
 		}
-		return status, true, nil
+		return status, true, "command " + status.String(), nil
 	case <-ten.Context().Done():
-		log.Warn("tenure ended; stopping command", "cause", context.Cause(ten.Context()))
+		why = context.Cause(ten.Context()).Error()
+		log.Warn("tenure ended; stopping command", "cause", why)
 		status = child.Stop()
 	case <-l.stopping:
+		why = "stop signal " + signals.Name(l.stopSig)
 		status = child.StopWith(l.stopSig)
 	}
 	log.Info("command stopped", "status", status.String())
-	return status, false, nil
+	return status, false, why, nil
 }
 
 // release hands the name back; the child and its descendants are dead by
-// now. A failed release never changes the exit status.
-func (l *leader) release(ten *lease.Tenure, log *slog.Logger) {
+// now. Its log line is the tenure's last and says why the tenure ended. A
+// failed release never changes the exit status.
+func (l *leader) release(ten *lease.Tenure, log *slog.Logger, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	switch err := ten.Release(ctx); {
 	case err == nil:
-		log.Info("released the lease")
+		log.Info("tenure over; released the lease", "why", why)
 	case errors.Is(err, lease.ErrLost):
-		log.Info("lease was no longer ours to release")
+		log.Info("tenure over; the lease was no longer ours to release", "why", why)
 	default:
-		log.Warn("could not release the lease; it expires on its own", "err", err)
+		log.Warn("tenure over; could not release the lease, it expires on its own", "why", why, "err", err)
 	}
 }
 
