@@ -1,0 +1,105 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// shutdownTimeout bounds how long Serve waits for requests in flight once
+// its context ends.
+const shutdownTimeout = 5 * time.Second
+
+// Handler serves the Observer's routes:
+//
+//	GET /healthz  200 "ok" when Healthy, else 503 and a one-line reason
+//	GET /leader   200 when leading, 503 on standby; JSON
+//	              {"name":…,"holder":…,"leading":…,"token":…} (token 0 on standby)
+//	GET /metrics  the Observer's registry in Prometheus formats
+//
+// HEAD works wherever GET does; other methods get 405.
+func (o *Observer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", o.serveHealthz)
+	mux.HandleFunc("GET /leader", o.serveLeader)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (o *Observer) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if why := o.unhealthy(); why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, why)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (o *Observer) serveLeader(w http.ResponseWriter, _ *http.Request) {
+	st := o.state()
+	body, err := json.Marshal(st)
+	if err != nil { // cannot happen: the struct has only plain fields
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !st.Leading {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	w.Write(append(body, '\n'))
+}
+
+// Serve serves Handler on l until ctx ends, then shuts down gracefully,
+// giving requests in flight up to 5 seconds, and returns nil. It closes l.
+// It returns an error only if serving fails before ctx ends.
+func (o *Observer) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           o.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve http on %s: %w", l.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	<-served // http.ErrServerClosed
+	return nil
+}
+
+// Listen listens on TCP address addr (the --http-addr option). Its error
+// names the option and the address and wraps the cause, for example
+// "--http-addr 127.0.0.1:8080: address already in use" (errors.Is
+// syscall.EADDRINUSE).
+func Listen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		cause := err
+		var op *net.OpError
+		if errors.As(err, &op) {
+			cause = op.Err
+			var sys *os.SyscallError
+			if errors.As(cause, &sys) {
+				cause = sys.Err
+			}
+		}
+		return nil, fmt.Errorf("--http-addr %s: %w", addr, cause)
+	}
+	return l, nil
+}
