@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// Markers leaderrun logs, used to know when a replica is standing by.
+const (
+	markStandby = "standing by"
+	markElected = "elected"
+)
+
+// leaderrunContender runs leaderrun replicas on the store dsn with extra
+// timing flags.
+func (b *bench) leaderrunContender(label, store, dsn string, ttl, period time.Duration, timing ...string) *contender {
+	return &contender{
+		Label: label, Tool: "leaderrun", Store: store, TTL: ttl, Period: period, DSN: dsn,
+		StopHow: "SIGTERM to the leaderrun process (it stops its child, releases, exits)",
+		spawn: func(name, dir string, idx int) (*proc, error) {
+			argv := []string{b.lrBin, "--name", name, "--store", dsn, "--log-level", "info"}
+			argv = append(argv, timing...)
+			argv = append(argv, "--", b.childBin, "-dir", dir, "-mode", "hold")
+			return b.procs.start(fmt.Sprintf("%s-%s-%d", label, name, idx), argv, nil, markStandby, markElected)
+		},
+		standby: func(name string, p *proc, n int, timeout time.Duration) error {
+			return p.waitMark(markStandby, timeout)
+		},
+		stopHolder: func(p *proc) { syscall.Kill(p.pid, syscall.SIGTERM) },
+	}
+}
+
+// etcdContender runs `etcdctl lock --ttl` replicas against e.
+func (b *bench) etcdContender(label string, e *etcdServer, ttl time.Duration) *contender {
+	return &contender{
+		Label: label, Tool: "etcdctl lock", Store: "etcd", TTL: ttl, Period: ttl / 3,
+		StopHow: "SIGTERM to the etcdctl process group (etcdctl does not stop its child on SIGTERM; see below)",
+		spawn: func(name, dir string, idx int) (*proc, error) {
+			argv := []string{b.etcdctl, "--endpoints", e.endpoint, "lock",
+				fmt.Sprintf("--ttl=%d", int(ttl.Seconds())), name,
+				"--", b.childBin, "-dir", dir, "-mode", "hold"}
+			return b.procs.start(fmt.Sprintf("%s-%s-%d", label, name, idx), argv, nil)
+		},
+		standby: func(name string, p *proc, n int, timeout time.Duration) error {
+			// Every waiting etcdctl lock has created its key under name/.
+			deadline := time.Now().Add(timeout)
+			for time.Now().Before(deadline) {
+				if p.exited() {
+					return fmt.Errorf("%s exited", p.label)
+				}
+				if got, err := e.count(name + "/"); err == nil && got >= n {
+					return nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return fmt.Errorf("%s: %d lock keys not seen within %v", p.label, n, timeout)
+		},
+		stopHolder: func(p *proc) { p.killGroup(syscall.SIGTERM) },
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is the unit of utime and stime in /proc/PID/stat.
+var clockTick = func() time.Duration {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && n > 0 {
+			return time.Second / time.Duration(n)
+		}
+	}
+	return 10 * time.Millisecond // USER_HZ on Linux
+}()
+
+// statFields returns the fields of /proc/PID/stat after the command name;
+// index 0 is the state (field 3 of proc(5)).
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// cpuTime is utime+stime of pid (all its threads).
+func cpuTime(pid int) (time.Duration, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64) // utime, field 14
+	s, err2 := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return time.Duration(u+s) * clockTick, nil
+}
+
+func parentPid(pid int) int {
+	f, err := statFields(pid)
+	if err != nil || len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// statusKB reads a "kB" line of /proc/PID/status (VmRSS, VmHWM).
+func statusKB(pid int, key string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && k == key {
+			f := strings.Fields(v)
+			if len(f) >= 1 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
+}
+
+// cpuSum is the summed CPU time of pids; processes that are gone count 0.
+func cpuSum(pids []int) time.Duration {
+	var t time.Duration
+	for _, p := range pids {
+		if c, err := cpuTime(p); err == nil {
+			t += c
+		}
+	}
+	return t
+}
