@@ -21,6 +21,11 @@ var (
 	ErrDeadline = errors.New("renew deadline passed")
 	// ErrReleased: the holder released the name.
 	ErrReleased = errors.New("lease released")
+	// ErrSteppedDown: an operator asked the holder to hand the name over
+	// (Store.RequestStepDown). The store still grants the name to the
+	// tenure until it is released or expires; release it once what the
+	// tenure protects has stopped.
+	ErrSteppedDown = errors.New("asked to step down")
 )
 
 // Elector campaigns for one name on behalf of one holder. The zero value is
@@ -84,8 +89,14 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 			sleep := held.Record.Remaining + rand.N(maxJitter)
 			if held.Record.Holder != leader {
 				leader = held.Record.Holder
-				log.Info("lease held by another; standing by", "leader", leader,
-					"leader_token", held.Record.Token, "expires_in", held.Record.Remaining.Round(time.Millisecond))
+				if held.Record.Released {
+					log.Info("lease reserved for another after a step-down; standing by",
+						"successor", held.Record.Successor, "excluded", held.Record.Excluded,
+						"free_in", held.Record.Remaining.Round(time.Millisecond))
+				} else {
+					log.Info("lease held by another; standing by", "leader", leader,
+						"leader_token", held.Record.Token, "expires_in", held.Record.Remaining.Round(time.Millisecond))
+				}
 			}
 			if err := e.Store.Wait(ctx, e.Name, sleep); err != nil {
 				return nil, err

@@ -40,7 +40,9 @@ func (t *Tenure) Token() int64 { return t.Record.Token }
 
 // Context ends when the tenure ends. context.Cause(ctx) says why: ErrLost
 // (the store says another holder has it or it expired), ErrDeadline (no
-// renewal succeeded in time) or ErrReleased.
+// renewal succeeded in time), ErrSteppedDown (a renewal reported a
+// step-down request; the name is still this tenure's until Release) or
+// ErrReleased.
 func (t *Tenure) Context() context.Context { return t.ctx }
 
 // Release stops renewing, ends the tenure's context with ErrReleased (unless
@@ -108,6 +110,12 @@ func (t *Tenure) run(sent time.Duration) {
 		case r := <-results:
 			inflight = false
 			switch {
+			case r.err == nil && r.rec.StepDown:
+				log.Info("asked to step down; tenure over", "successor", r.rec.Successor,
+					"reserved_for", r.rec.Reserved.Round(time.Millisecond))
+				t.cancel(ErrSteppedDown)
+				timer.Stop()
+				return
 			case r.err == nil:
 				deadline = max(deadline, r.sent+e.RenewDeadline)
 			case errors.Is(r.err, ErrLost):

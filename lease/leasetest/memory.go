@@ -16,17 +16,19 @@ import (
 // store's clock (so it follows a synctest bubble's fake time). The zero
 // value is ready to use. Fail, when set, makes every call return its error.
 type Memory struct {
-	mu      sync.Mutex // guards everything below
-	rows    map[string]*memRow
-	changed map[string]chan struct{} // closed and replaced when a name changes hands
-	fail    error
+	mu         sync.Mutex // guards everything below
+	rows       map[string]*memRow
+	candidates map[string]map[string]time.Time // name → holder → seen until
+	changed    map[string]chan struct{}        // closed and replaced when a name changes hands
+	fail       error
 }
 
 var _ lease.Store = (*Memory)(nil)
 
 type memRow struct {
-	rec     lease.Record
-	expires time.Time
+	rec      lease.Record
+	expires  time.Time
+	reserved time.Time // end of the step-down reservation; zero for none
 }
 
 // SetFailure makes every subsequent call fail with err (nil restores).
@@ -52,8 +54,12 @@ func (m *Memory) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 	}
 	now := time.Now()
 	row := m.rows[name]
-	if row != nil && !row.rec.Released && now.Before(row.expires) {
-		return lease.Record{}, &lease.HeldError{Record: row.view(now)}
+	if row != nil {
+		if cur := row.view(now); cur.Blocks(holder) > 0 {
+			cur.Remaining = cur.Blocks(holder)
+			m.seeLocked(name, holder, now.Add(2*ttl))
+			return lease.Record{}, &lease.HeldError{Record: cur}
+		}
 	}
 	token := now.UnixMilli()
 	if row != nil {
@@ -97,6 +103,34 @@ func (m *Memory) Release(ctx context.Context, name, holder string, token int64) 
 	row.rec.Released = true
 	m.wakeLocked(name)
 	return nil
+}
+
+func (m *Memory) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return lease.Record{}, err
+	}
+	now := time.Now()
+	row := m.rows[name]
+	switch {
+	case row == nil:
+		return lease.Record{}, lease.ErrNotFound
+	case row.rec.Released || !now.Before(row.expires):
+		return lease.Record{}, lease.ErrNotHeld
+	case successor != "" && successor == row.rec.Holder:
+		return lease.Record{}, lease.ErrAlreadyLeader
+	case successor != "" && !now.Before(m.candidates[name][successor]):
+		return lease.Record{}, lease.ErrUnknownSuccessor
+	}
+	row.rec.StepDown = true
+	row.rec.Successor, row.rec.Excluded = successor, ""
+	if successor == "" {
+		row.rec.Excluded = row.rec.Holder
+	}
+	row.reserved = now.Add(window)
+	m.wakeLocked(name)
+	return row.view(now), nil
 }
 
 func (m *Memory) Get(ctx context.Context, name string) (lease.Record, error) {
@@ -160,6 +194,16 @@ func (m *Memory) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
+func (m *Memory) seeLocked(name, holder string, until time.Time) {
+	if m.candidates == nil {
+		m.candidates = make(map[string]map[string]time.Time)
+	}
+	if m.candidates[name] == nil {
+		m.candidates[name] = make(map[string]time.Time)
+	}
+	m.candidates[name][holder] = until
+}
+
 func (m *Memory) wakeLocked(name string) {
 	if ch := m.changed[name]; ch != nil {
 		close(ch)
@@ -175,5 +219,8 @@ func (r *memRow) view(now time.Time) lease.Record {
 	rec := r.rec
 	rec.Expires = r.expires
 	rec.Remaining = r.expires.Sub(now)
+	if !r.reserved.IsZero() {
+		rec.Reserved = r.reserved.Sub(now)
+	}
 	return rec
 }

@@ -42,6 +42,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"WaitTimesOut", testWaitTimesOut},
 		{"WaitEndsWithContext", testWaitEndsWithContext},
 		{"GetAndList", testGetAndList},
+		{"StepDownNeedsAHolder", testStepDownNeedsAHolder},
+		{"StepDownBadSuccessorChangesNothing", testStepDownBadSuccessor},
+		{"RenewSeesStepDown", testRenewSeesStepDown},
+		{"StepDownExcludesHolder", testStepDownExcludesHolder},
+		{"StepDownToSuccessor", testStepDownToSuccessor},
+		{"ReservationEnds", testReservationEnds},
+		{"StepDownReleaseWakesWaiter", testStepDownReleaseWakesWaiter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

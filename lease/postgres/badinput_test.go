@@ -188,7 +188,7 @@ func TestRolePrivileges(t *testing.T) {
 	}
 	schemaID := pgx.Identifier{schema}.Sanitize()
 	exec(t, admin, "GRANT USAGE ON SCHEMA "+schemaID+" TO "+roleID)
-	exec(t, admin, "GRANT SELECT, INSERT, UPDATE ON "+pgx.Identifier{schema, tableName}.Sanitize()+" TO "+roleID)
+	exec(t, admin, "GRANT SELECT, INSERT, UPDATE ON "+pgx.Identifier{schema, tableName}.Sanitize()+", "+pgx.Identifier{schema, candidatesName}.Sanitize()+" TO "+roleID)
 	exec(t, admin, "GRANT EXECUTE ON FUNCTION "+schemaID+".fence(text, bigint) TO "+roleID)
 
 	s := openStore(t, asRole)

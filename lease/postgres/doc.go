@@ -25,14 +25,16 @@
 //
 // # Schema and privileges
 //
-// Open creates, unless they exist, the schema, the table SCHEMA.leases and
-// the function SCHEMA.fence, serialized by an advisory lock so that many
-// replicas may start at once. The statements are SchemaSQL(schema). A role
-// that may not create them needs an administrator to run SchemaSQL once
-// and then grant:
+// Open creates, unless they exist, the schema, the tables SCHEMA.leases and
+// SCHEMA.candidates and the function SCHEMA.fence, serialized by an
+// advisory lock so that many replicas may start at once. The statements are
+// SchemaSQL(schema); they also add the columns a newer version needs to a
+// table an older one created, which takes the table's owner. A role that
+// may not create or alter them needs an administrator to run SchemaSQL
+// (again after an upgrade) and then grant:
 //
 //	GRANT USAGE ON SCHEMA leaderrun TO app;
-//	GRANT SELECT, INSERT, UPDATE ON leaderrun.leases TO app;
+//	GRANT SELECT, INSERT, UPDATE ON leaderrun.leases, leaderrun.candidates TO app;
 //
 // The role then needs no CREATE privilege. Rows are never deleted.
 //
@@ -43,9 +45,14 @@
 // INSERT … ON CONFLICT (name) DO UPDATE … WHERE released OR expired, with
 // token = greatest(previous + 1, clock_timestamp() in milliseconds); Renew
 // and Release are UPDATEs guarded by holder, token, not released and not
-// expired. Acquire and Release notify the channel "leaderrun.SCHEMA" with
-// the lease name as payload in the same statement; Renew does not.
-// Record.Remaining is computed by the database.
+// expired. Acquire also refuses a name a step-down reservation keeps from
+// the caller, and upserts the caller into candidates (seen until now +
+// 2×ttl) in the same statement, through a data-modifying CTE.
+// RequestStepDown is an UPDATE guarded by "held, not by the successor, and
+// the successor a live candidate". Acquire, Release and RequestStepDown
+// notify the channel "leaderrun.SCHEMA" with the lease name as payload in
+// the same statement; Renew does not. Record.Remaining and Record.Reserved
+// are computed by the database.
 //
 // # Fencing a child's writes in the same database
 //
@@ -67,8 +74,9 @@
 // the token, must lock the row FOR UPDATE and waits until every such
 // transaction has ended: no new tenure is granted while a fenced write is
 // in flight, so the child's writes commit before any successor's. A Renew
-// or Release changes no key column, takes FOR NO KEY UPDATE, which does not
-// conflict with FOR KEY SHARE, and is not blocked. Keep fenced transactions
+// or Release (or RequestStepDown) changes no key column, takes FOR NO KEY
+// UPDATE, which does not conflict with FOR KEY SHARE, and is not blocked. A
+// tenure asked to step down stays current for fence until it is released. Keep fenced transactions
 // short: followers' Acquire attempts wait for them too.
 //
 // fence is SECURITY DEFINER and executable only by its owner until granted:

@@ -15,7 +15,9 @@ import (
 // recordColumns are the columns every statement returns, in scanRecord's
 // order; remaining is computed by the database from its own clock.
 const recordColumns = `name, holder, token, acquired_at, renewed_at, expires_at, released,
-	(extract(epoch FROM expires_at - now()) * 1000000)::bigint AS remaining_us`
+	(extract(epoch FROM expires_at - now()) * 1000000)::bigint AS remaining_us,
+	step_down, successor, excluded_holder,
+	coalesce((extract(epoch FROM reserved_until - now()) * 1000000)::bigint, 0) AS reserved_us`
 
 // acquireAttempts bounds how often Acquire retries when the name became
 // free between a failed grant and the read that should name its holder.
@@ -29,19 +31,25 @@ func uniqueViolation(err error) bool {
 
 func scanRecord(row pgx.Row) (lease.Record, error) {
 	var rec lease.Record
-	var remainingUS int64
+	var remainingUS, reservedUS int64
 	err := row.Scan(&rec.Name, &rec.Holder, &rec.Token, &rec.Acquired, &rec.Renewed,
-		&rec.Expires, &rec.Released, &remainingUS)
+		&rec.Expires, &rec.Released, &remainingUS,
+		&rec.StepDown, &rec.Successor, &rec.Excluded, &reservedUS)
 	rec.Remaining = time.Duration(remainingUS) * time.Microsecond
+	rec.Reserved = time.Duration(reservedUS) * time.Microsecond
 	return rec, err
 }
 
 // Acquire grants name to holder for ttl when the row is absent, released or
-// expired by the database's clock, in one INSERT … ON CONFLICT DO UPDATE,
-// and notifies waiters. The new token is max(previous token + 1, database
-// clock in milliseconds). If another holder, or holder itself, has the name,
-// Acquire returns a *lease.HeldError with the row as the database reports
-// it. A statement whose outcome is unknown returns an error.
+// expired by the database's clock and no step-down reservation keeps holder
+// out, in one INSERT … ON CONFLICT DO UPDATE, and notifies waiters. The
+// same statement records holder as a candidate, seen until now + 2×ttl.
+// The new token is max(previous token + 1, database clock in
+// milliseconds). If another holder, or holder itself, has the name, or a
+// reservation keeps holder out, Acquire returns a *lease.HeldError with the
+// row as the database reports it, Remaining being the time until the name
+// may be free for holder. A statement whose outcome is unknown returns an
+// error.
 //
 // While a child's transaction holds fence on the name, Acquire waits for
 // that transaction to end (up to ctx's deadline).
@@ -49,7 +57,11 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	if ttl <= 0 {
 		return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, errTTL)
 	}
-	q := fmt.Sprintf(`WITH granted AS (
+	q := fmt.Sprintf(`WITH seen AS (
+	INSERT INTO %[3]s AS c (name, holder, seen_until)
+	VALUES ($1, $2, now() + 2 * $3::bigint * interval '1 microsecond')
+	ON CONFLICT (name, holder) DO UPDATE SET seen_until = excluded.seen_until
+), granted AS (
 	INSERT INTO %[1]s AS l (name, holder, token, acquired_at, renewed_at, expires_at, released)
 	VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
 		now(), now(), now() + $3::bigint * interval '1 microsecond', false)
@@ -59,11 +71,18 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 		acquired_at = excluded.acquired_at,
 		renewed_at = excluded.renewed_at,
 		expires_at = excluded.expires_at,
-		released = false
-	WHERE l.released OR l.expires_at <= now()
+		released = false,
+		step_down = false,
+		successor = '',
+		excluded_holder = '',
+		reserved_until = NULL
+	WHERE (l.released OR l.expires_at <= now())
+		AND (l.reserved_until IS NULL OR l.reserved_until <= now()
+			OR (l.successor <> '' AND l.successor = excluded.holder)
+			OR (l.successor = '' AND l.excluded_holder <> excluded.holder))
 	RETURNING l.*
 )
-SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS notified`, s.table, recordColumns)
+SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS notified`, s.table, recordColumns, s.candidates)
 	for range acquireAttempts {
 		mark := s.mark(name)
 		var rec lease.Record
@@ -88,7 +107,8 @@ SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS noti
 		}
 		cur, err := s.get(ctx, name, mark)
 		switch {
-		case err == nil && cur.Held():
+		case err == nil && cur.Blocks(holder) > 0:
+			cur.Remaining = cur.Blocks(holder)
 			return lease.Record{}, &lease.HeldError{Record: cur}
 		case err == nil, errors.Is(err, lease.ErrNotFound):
 			continue // freed or deleted since the grant was refused: try again
@@ -144,6 +164,54 @@ SELECT freed.name FROM freed CROSS JOIN LATERAL pg_notify($4, freed.name) AS not
 		return lease.ErrLost
 	}
 	return s.wrap(fmt.Sprintf("release lease %q", name), err)
+}
+
+// RequestStepDown sets the step-down flag and the reservation in one UPDATE
+// guarded by "held, not by successor, and successor a live candidate", and
+// notifies waiters in the same statement. Only when it changes nothing
+// does a read find out why, for the error.
+func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
+	op := fmt.Sprintf("step down lease %q", name)
+	if window <= 0 {
+		return lease.Record{}, fmt.Errorf("%s: window must be positive", op)
+	}
+	q := fmt.Sprintf(`WITH asked AS (
+	UPDATE %[1]s AS l SET
+		step_down = true,
+		successor = $2,
+		excluded_holder = CASE WHEN $2 = '' THEN l.holder ELSE '' END,
+		reserved_until = now() + $3::bigint * interval '1 microsecond'
+	WHERE l.name = $1 AND NOT l.released AND l.expires_at > now() AND l.holder <> $2
+		AND ($2 = '' OR EXISTS (SELECT 1 FROM %[3]s AS c
+			WHERE c.name = $1 AND c.holder = $2 AND c.seen_until > now()))
+	RETURNING l.*
+)
+SELECT %[2]s FROM asked CROSS JOIN LATERAL pg_notify($4, asked.name) AS notified`, s.table, recordColumns, s.candidates)
+	var rec lease.Record
+	err := s.do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		rec, err = scanRecord(conn.QueryRow(ctx, q, name, successor, window.Microseconds(), s.channel))
+		return err
+	})
+	if err == nil {
+		return rec, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return lease.Record{}, s.wrap(op, err)
+	}
+	cur, err := s.Get(ctx, name)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrNotFound)
+	case err != nil:
+		return lease.Record{}, s.wrap(op, err)
+	case !cur.Held():
+		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrNotHeld)
+	case cur.Holder == successor:
+		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrAlreadyLeader)
+	default:
+		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrUnknownSuccessor)
+	}
 }
 
 // Get returns name's record, or lease.ErrNotFound.

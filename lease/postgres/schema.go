@@ -15,14 +15,23 @@ const FenceSQLState = "LR001"
 // tableName is the lease table's name inside the schema.
 const tableName = "leases"
 
+// candidatesName is the name of the table of candidates inside the schema:
+// the holders that tried to acquire a name, each seen until seen_until.
+const candidatesName = "candidates"
+
 // SchemaSQL returns the statements that create leaderrun's schema, lease
 // table and fence function, idempotently. Open runs them when the objects
 // are missing; an administrator can run them ahead of time for a role that
 // may not create objects, then grant that role the privileges listed in
 // the package documentation.
+//
+// Columns added since the table was first created are added by ALTER TABLE
+// … ADD COLUMN IF NOT EXISTS, so running SchemaSQL again upgrades an
+// existing table in place.
 func SchemaSQL(schema string) string {
 	s := pgx.Identifier{schema}.Sanitize()
 	t := pgx.Identifier{schema, tableName}.Sanitize()
+	c := pgx.Identifier{schema, candidatesName}.Sanitize()
 	return fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %[1]s;
 
 CREATE TABLE IF NOT EXISTS %[2]s (
@@ -37,6 +46,24 @@ CREATE TABLE IF NOT EXISTS %[2]s (
     -- lock the row FOR UPDATE and so waits for every transaction that
     -- passed %[1]s.fence; a renew changes no key column and does not.
     UNIQUE (name, token)
+);
+
+-- A step-down request and its reservation (lease.Store.RequestStepDown):
+-- until reserved_until only successor may acquire the name or, when
+-- successor is empty, anyone but excluded_holder.
+ALTER TABLE %[2]s
+    ADD COLUMN IF NOT EXISTS step_down       boolean NOT NULL DEFAULT false,
+    ADD COLUMN IF NOT EXISTS successor       text NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS excluded_holder text NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS reserved_until  timestamptz;
+
+-- Holders that tried to acquire a name: the identities a step-down may
+-- name as successor while seen_until is in the future.
+CREATE TABLE IF NOT EXISTS %[4]s (
+    name       text NOT NULL,
+    holder     text NOT NULL,
+    seen_until timestamptz NOT NULL,
+    PRIMARY KEY (name, holder)
 );
 
 -- fence raises SQLSTATE %[3]s unless lease_token is the current,
@@ -69,7 +96,7 @@ END
 $fence$;
 
 REVOKE ALL ON FUNCTION %[1]s.fence(text, bigint) FROM PUBLIC;
-`, s, t, FenceSQLState)
+`, s, t, FenceSQLState, c)
 }
 
 // ensureSchema creates the schema, table and fence function unless they
@@ -108,11 +135,15 @@ func (s *Store) createSchema(ctx context.Context, conn *pgx.Conn) error {
 	return tx.Commit(ctx)
 }
 
+// schemaExists reports whether every object SchemaSQL creates exists,
+// including the columns added last: a table of an older version makes it
+// false, so that SchemaSQL upgrades it.
 func (s *Store) schemaExists(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	var ok bool
-	err := conn.QueryRow(ctx,
-		"SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL",
-		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)",
+	err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL
+	AND to_regclass($3) IS NOT NULL
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'reserved_until' AND NOT attisdropped)`,
+		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)", s.candidates,
 	).Scan(&ok)
 	return ok, err
 }

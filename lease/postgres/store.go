@@ -38,13 +38,14 @@ const defaultApplicationName = "leaderrun"
 // statement in its own READ COMMITTED transaction, timed by the database's
 // clock. Its methods are safe for concurrent use.
 type Store struct {
-	describe string
-	secrets  []string // scrubbed from every error's text
-	schema   string
-	table    string // quoted, schema-qualified
-	channel  string // NOTIFY channel of the schema
-	pool     *pool
-	listener *listener // nil with leaderrun_listen=off
+	describe   string
+	secrets    []string // scrubbed from every error's text
+	schema     string
+	table      string // quoted, schema-qualified
+	candidates string // quoted, schema-qualified
+	channel    string // NOTIFY channel of the schema
+	pool       *pool
+	listener   *listener // nil with leaderrun_listen=off
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -69,10 +70,11 @@ type rowState struct {
 	holder   string
 	token    int64
 	released bool
+	stepDown bool
 }
 
 func stateOf(rec lease.Record) rowState {
-	return rowState{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released}
+	return rowState{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}
 }
 
 // Open connects to the PostgreSQL server that dsn names and creates the
@@ -118,14 +120,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	s := &Store{
-		describe: redact(dsn),
-		secrets:  secrets,
-		schema:   opts.schema,
-		table:    pgx.Identifier{opts.schema, tableName}.Sanitize(),
-		channel:  channelName(opts.schema),
-		pool:     newPool(cfg),
-		closed:   make(chan struct{}),
-		seen:     map[string]observation{},
+		describe:   redact(dsn),
+		secrets:    secrets,
+		schema:     opts.schema,
+		table:      pgx.Identifier{opts.schema, tableName}.Sanitize(),
+		candidates: pgx.Identifier{opts.schema, candidatesName}.Sanitize(),
+		channel:    channelName(opts.schema),
+		pool:       newPool(cfg),
+		closed:     make(chan struct{}),
+		seen:       map[string]observation{},
 	}
 	if opts.listen {
 		lcfg := cfg.Copy()

@@ -75,11 +75,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-const columns = `name, holder, token, boot_id, acquired_ms, renewed_ms, expires_ms, released`
+const columns = `name, holder, token, boot_id, acquired_ms, renewed_ms, expires_ms, released,
+	step_down, successor, excluded_holder, reserved_ms`
 
 // The *_ms columns hold store-clock readings in milliseconds, comparable
 // only with readings taken under the same boot_id. Rows are never deleted
 // by the store.
+//
+// step_down, successor, excluded_holder and reserved_ms hold a step-down
+// request and its reservation (reserved_ms 0: none); see
+// lease.Store.RequestStepDown. A reservation written during another boot
+// has ended.
 const createTable = `CREATE TABLE IF NOT EXISTS leases (
 	name        TEXT PRIMARY KEY,
 	holder      TEXT NOT NULL,
@@ -88,7 +94,31 @@ const createTable = `CREATE TABLE IF NOT EXISTS leases (
 	acquired_ms INTEGER NOT NULL,
 	renewed_ms  INTEGER NOT NULL,
 	expires_ms  INTEGER NOT NULL,
-	released    INTEGER NOT NULL DEFAULT 0
+	released    INTEGER NOT NULL DEFAULT 0,
+	step_down   INTEGER NOT NULL DEFAULT 0,
+	successor   TEXT NOT NULL DEFAULT '',
+	excluded_holder TEXT NOT NULL DEFAULT '',
+	reserved_ms INTEGER NOT NULL DEFAULT 0
+) STRICT`
+
+// addedColumns are the leases columns added after the first release, with
+// their definitions, so that an existing table is upgraded in place.
+var addedColumns = [][2]string{
+	{"step_down", "INTEGER NOT NULL DEFAULT 0"},
+	{"successor", "TEXT NOT NULL DEFAULT ''"},
+	{"excluded_holder", "TEXT NOT NULL DEFAULT ''"},
+	{"reserved_ms", "INTEGER NOT NULL DEFAULT 0"},
+}
+
+// createCandidates is the table of holders that tried to acquire a name,
+// each seen until seen_ms (store clock under boot_id): the identities a
+// step-down may name as successor.
+const createCandidates = `CREATE TABLE IF NOT EXISTS candidates (
+	name    TEXT NOT NULL,
+	holder  TEXT NOT NULL,
+	boot_id TEXT NOT NULL,
+	seen_ms INTEGER NOT NULL,
+	PRIMARY KEY (name, holder)
 ) STRICT`
 
 func (s *Store) createTable(ctx context.Context) error {
@@ -103,7 +133,7 @@ func (s *Store) createTable(ctx context.Context) error {
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
-	if _, err := conn.ExecContext(ctx, createTable); err != nil {
+	if err := migrate(ctx, conn); err != nil {
 		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		return fmt.Errorf("create table: %w", err)
 	}
@@ -114,6 +144,42 @@ func (s *Store) createTable(ctx context.Context) error {
 	// A table of that name from something else fails here, not later.
 	if _, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases LIMIT 0`); err != nil {
 		return fmt.Errorf("check table: %w", err)
+	}
+	return nil
+}
+
+// migrate creates the tables, or adds what an older version's table lacks.
+// It runs inside the caller's transaction.
+func migrate(ctx context.Context, conn *sql.Conn) error {
+	for _, q := range []string{createTable, createCandidates} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	have := map[string]bool{}
+	rows, err := conn.QueryContext(ctx, `SELECT name FROM pragma_table_info('leases')`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var col string
+		if err := rows.Scan(&col); err != nil {
+			return err
+		}
+		have[col] = true
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	for _, c := range addedColumns {
+		if have[c[0]] {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, `ALTER TABLE leases ADD COLUMN `+c[0]+` `+c[1]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -131,10 +197,11 @@ func (s *Store) createTable(ctx context.Context) error {
 // holds when a busy statement is run again with the same reading.
 
 // acquireSQL inserts the row for ?1 or takes it over when it was released,
-// has expired, or was written during another boot. It returns no row when
-// the name is held.
+// has expired, or was written during another boot, unless a step-down
+// reservation of this boot keeps holder ?2 out. It returns no row when the
+// name is not free for ?2.
 const acquireSQL = `INSERT INTO leases (` + columns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, 0)
+VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, 0, 0, '', '', 0)
 ON CONFLICT (name) DO UPDATE SET
 	holder = excluded.holder,
 	token = max(leases.token + 1, excluded.token),
@@ -142,10 +209,38 @@ ON CONFLICT (name) DO UPDATE SET
 	acquired_ms = excluded.acquired_ms,
 	renewed_ms = excluded.renewed_ms,
 	expires_ms = excluded.expires_ms,
-	released = 0
-WHERE leases.released
-	OR leases.boot_id <> excluded.boot_id
-	OR leases.expires_ms <= excluded.acquired_ms
+	released = 0,
+	step_down = 0,
+	successor = '',
+	excluded_holder = '',
+	reserved_ms = 0
+WHERE (leases.released
+		OR leases.boot_id <> excluded.boot_id
+		OR leases.expires_ms <= excluded.acquired_ms)
+	AND (leases.boot_id <> excluded.boot_id
+		OR leases.reserved_ms <= excluded.acquired_ms
+		OR (leases.successor <> '' AND leases.successor = excluded.holder)
+		OR (leases.successor = '' AND leases.excluded_holder <> excluded.holder))
+RETURNING ` + columns
+
+// candidateSQL records holder ?2 as a candidate for name ?1, seen until
+// ?4 under boot id ?3.
+const candidateSQL = `INSERT INTO candidates (name, holder, boot_id, seen_ms)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (name, holder) DO UPDATE SET boot_id = excluded.boot_id, seen_ms = excluded.seen_ms`
+
+// stepDownSQL marks the tenure of name ?1 as asked to step down and
+// reserves the name until ?5 for successor ?2 or, when ?2 is empty,
+// against the holder, if the name is held at store time ?4 under boot id
+// ?3 by someone other than ?2, and ?2 is empty or a live candidate.
+const stepDownSQL = `UPDATE leases SET
+	step_down = 1,
+	successor = ?2,
+	excluded_holder = CASE WHEN ?2 = '' THEN holder ELSE '' END,
+	reserved_ms = ?5
+WHERE name = ?1 AND boot_id = ?3 AND NOT released AND expires_ms > ?4 AND holder <> ?2
+	AND (?2 = '' OR EXISTS (SELECT 1 FROM candidates AS c
+		WHERE c.name = ?1 AND c.holder = ?2 AND c.boot_id = ?3 AND c.seen_ms > ?4))
 RETURNING ` + columns
 
 // heldSQL is the condition under which holder ?2 holds name ?1 with token
@@ -187,13 +282,17 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 			}
 			return rec, nil
 		}
+		if _, err := s.queryRows(ctx, candidateSQL, name, holder, s.clock.bootID, now.millis()+2*ttlMs); err != nil {
+			return lease.Record{}, fmt.Errorf("acquire lease %q: record candidate: %w", name, err)
+		}
 		cur, err := s.Get(ctx, name)
 		switch {
 		case errors.Is(err, lease.ErrNotFound):
 			continue // deleted since
 		case err != nil:
 			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
-		case cur.Held():
+		case cur.Blocks(holder) > 0:
+			cur.Remaining = cur.Blocks(holder)
 			return lease.Record{}, &lease.HeldError{Record: cur}
 		}
 	}
@@ -240,6 +339,39 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 		return fmt.Errorf("release lease %q: %w", name, lease.ErrLost)
 	}
 	return nil
+}
+
+// RequestStepDown implements lease.Store in one UPDATE; only when it
+// changes nothing does a read find out why.
+func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
+	windowMs, err := millis(window)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("step down lease %q: window: %w", name, err)
+	}
+	now, err := s.clock.now()
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("step down lease %q: %w", name, err)
+	}
+	rows, err := s.queryRows(ctx, stepDownSQL, name, successor, s.clock.bootID, now.millis(), now.millis()+windowMs)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("step down lease %q: %w", name, err)
+	}
+	if len(rows) == 1 {
+		return s.recordAt(rows[0], now), nil
+	}
+	cur, err := s.Get(ctx, name)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		err = lease.ErrNotFound
+	case err != nil:
+	case !cur.Held():
+		err = lease.ErrNotHeld
+	case cur.Holder == successor:
+		err = lease.ErrAlreadyLeader
+	default:
+		err = lease.ErrUnknownSuccessor
+	}
+	return lease.Record{}, fmt.Errorf("step down lease %q: %w", name, err)
 }
 
 // Get implements lease.Store.
@@ -290,6 +422,9 @@ type row struct {
 	token                      int64
 	acquired, renewed, expires int64
 	released                   bool
+	stepDown                   bool
+	successor, excluded        string
+	reserved                   int64
 }
 
 // record converts r to a lease.Record as of now.
@@ -303,7 +438,8 @@ func (s *Store) record(r row) (lease.Record, error) {
 
 // recordAt converts r to a lease.Record as of the reading now.
 func (s *Store) recordAt(r row, now reading) lease.Record {
-	rec := lease.Record{Name: r.name, Holder: r.holder, Token: r.token, Released: r.released}
+	rec := lease.Record{Name: r.name, Holder: r.holder, Token: r.token, Released: r.released,
+		StepDown: r.stepDown, Successor: r.successor, Excluded: r.excluded}
 	if r.bootID != s.clock.bootID {
 		// Written during another boot: expired, and its times mean
 		// nothing on this boot's clock.
@@ -313,6 +449,9 @@ func (s *Store) recordAt(r row, now reading) lease.Record {
 	rec.Renewed = now.wallTime(r.renewed)
 	rec.Expires = now.wallTime(r.expires)
 	rec.Remaining = now.until(r.expires)
+	if r.reserved > 0 {
+		rec.Reserved = now.until(r.reserved)
+	}
 	return rec
 }
 
@@ -336,7 +475,8 @@ func (s *Store) queryRowsOnce(ctx context.Context, query string, args ...any) ([
 	var out []row
 	for rows.Next() {
 		var r row
-		if err := rows.Scan(&r.name, &r.holder, &r.token, &r.bootID, &r.acquired, &r.renewed, &r.expires, &r.released); err != nil {
+		if err := rows.Scan(&r.name, &r.holder, &r.token, &r.bootID, &r.acquired, &r.renewed, &r.expires, &r.released,
+			&r.stepDown, &r.successor, &r.excluded, &r.reserved); err != nil {
 			return nil, err
 		}
 		out = append(out, r)

@@ -15,9 +15,9 @@ import (
 // It bounds how late a waiter learns of a release in another process.
 const pollInterval = 25 * time.Millisecond
 
-// Wait implements lease.Store. It returns nil as soon as the holder, token
-// or released flag of name (or whether it exists) differs from what they
-// were when Wait began; renewals do not wake it. It notices a change within
+// Wait implements lease.Store. It returns nil as soon as the holder, token,
+// released or step-down flag of name (or whether it exists) differs from
+// what they were when Wait began; renewals do not wake it. It notices a change within
 // about pollInterval: one connection per Store polls PRAGMA data_version,
 // which is cheap, and only when that moves does each waiter re-read its
 // row. A store error ends Wait early with nil, a spurious wake-up; the
@@ -57,13 +57,14 @@ func (s *Store) Wait(ctx context.Context, name string, timeout time.Duration) er
 // starting state and any later change will wake it.
 var waitSubscribed func()
 
-// owner is what Wait compares: who holds a name under which token, and
-// whether it was released.
+// owner is what Wait compares: who holds a name under which token, whether
+// it was released, and whether a step-down was requested.
 type owner struct {
 	exists   bool
 	holder   string
 	token    int64
 	released bool
+	stepDown bool
 }
 
 func (s *Store) owner(ctx context.Context, name string) (owner, error) {
@@ -74,7 +75,7 @@ func (s *Store) owner(ctx context.Context, name string) (owner, error) {
 	if err != nil {
 		return owner{}, err
 	}
-	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released}, nil
+	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}, nil
 }
 
 // watcher polls PRAGMA data_version on one dedicated connection while any
