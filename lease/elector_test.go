@@ -20,6 +20,7 @@ const (
 	deadline = 8 * time.Second
 	interval = 2 * time.Second
 	tick     = 100 * time.Millisecond // lease.watchTick
+	jitter   = 50 * time.Millisecond  // lease.maxJitter
 )
 
 // fakeClock follows the bubble's fake time, plus jumps a test adds to
@@ -294,4 +295,94 @@ type countingStore struct {
 func (s *countingStore) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
 	s.acquires.Add(1)
 	return s.Memory.Acquire(ctx, name, holder, ttl)
+}
+
+func TestStepDownEndsTenureAtNextRenew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		ten := campaign(t, elector(m, "a", clock))
+		time.Sleep(interval / 2)
+		if _, err := m.RequestStepDown(context.Background(), "relay", "", time.Minute); err != nil {
+			t.Fatalf("RequestStepDown: %v", err)
+		}
+		select {
+		case <-ten.Context().Done():
+		case <-time.After(ttl):
+			t.Fatal("tenure still on a TTL after the step-down request")
+		}
+		if got, want := context.Cause(ten.Context()), lease.ErrSteppedDown; !errors.Is(got, want) {
+			t.Errorf("cause = %v, want %v", got, want)
+		}
+		if got, want := clock.now(), interval; got != want {
+			t.Errorf("tenure ended at %v, want %v (the first renew after the request)", got, want)
+		}
+		// The name is still the tenure's to hand back.
+		if err := ten.Release(context.Background()); err != nil {
+			t.Errorf("Release after a step-down = %v, want nil", err)
+		}
+	})
+}
+
+func TestSteppedDownHolderWaitsOutTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		e := elector(m, "a", clock)
+		ten := campaign(t, e)
+		const window = 30 * time.Second
+		if _, err := m.RequestStepDown(context.Background(), "relay", "", window); err != nil {
+			t.Fatalf("RequestStepDown: %v", err)
+		}
+		<-ten.Context().Done()
+		if err := ten.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// Nobody else campaigns: a takes the name back once the window
+		// has passed, having slept rather than spun.
+		s := &countingStore{Memory: m}
+		e.Store = s
+		again := campaign(t, e)
+		if at := clock.now(); at < window || at > window+jitter {
+			t.Errorf("re-acquired at %v, want within %v after the window's end %v", at, jitter, window)
+		}
+		if got, want := s.acquires.Load(), int32(2); got != want {
+			t.Errorf("acquire attempts = %d, want %d (one refused, one at the window's end)", got, want)
+		}
+		if again.Token() <= ten.Token() {
+			t.Errorf("token %d, want > %d", again.Token(), ten.Token())
+		}
+		again.Release(context.Background())
+	})
+}
+
+func TestStepDownHandsOverToSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		leader := campaign(t, elector(m, "a", clock))
+		got := make(chan *lease.Tenure, 2)
+		for _, id := range []string{"b", "c"} {
+			go func() { got <- campaign(t, elector(m, id, clock)) }()
+		}
+		time.Sleep(time.Second)
+		synctest.Wait() // b and c stand by, known as candidates
+		if _, err := m.RequestStepDown(context.Background(), "relay", "c", time.Minute); err != nil {
+			t.Fatalf("RequestStepDown: %v", err)
+		}
+		<-leader.Context().Done()
+		released := clock.now()
+		if err := leader.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		next := <-got
+		if got := next.Record.Holder; got != "c" {
+			t.Errorf("next holder = %q, want the successor c", got)
+		}
+		if lag := clock.now() - released; lag != 0 {
+			t.Errorf("successor acquired %v after the release, want at once", lag)
+		}
+		next.Release(context.Background())
+		(<-got).Release(context.Background())
+	})
 }
