@@ -88,6 +88,7 @@ func TestScripts(t *testing.T) {
 			"steal":    cmdSteal,
 			"proxy":    cmdProxy,
 			"earlier":  cmdEarlier,
+			"renewed":  cmdRenewed,
 		},
 	})
 }

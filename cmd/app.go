@@ -19,6 +19,7 @@ var Version = "dev"
 const usageText = `leaderrun [options] -- COMMAND [ARG...]
    leaderrun status [--name NAME] [--json]
    leaderrun watch --name NAME [--json]
+   leaderrun step-down --name NAME [--to IDENTITY] [--wait]
    leaderrun version
 
 Every replica runs the same line. Each campaigns for the lease NAME in a
@@ -73,6 +74,7 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 		Commands: []*cli.Command{
 			statusCommand(),
 			watchCommand(sigs),
+			stepDownCommand(sigs),
 			versionCommand(),
 		},
 	}

@@ -15,7 +15,7 @@ import (
 const (
 	ExitOK             = 0
 	ExitFailure        = 1   // an operator command failed (status of a missing name, …)
-	ExitAcquireTimeout = 124 // not acquired within --acquire-timeout (as timeout(1))
+	ExitAcquireTimeout = 124 // not acquired within --acquire-timeout, or step-down --wait timed out (as timeout(1))
 	ExitUsage          = 125 // bad options, bad configuration, store refused at startup
 	ExitNotExecutable  = 126 // the command exists but cannot be executed
 	ExitNotFound       = 127 // the command does not exist
@@ -48,7 +48,7 @@ func exitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, errNoSuchLease):
 		return ExitNoSuchLease
-	case errors.Is(err, errAcquireTimeout):
+	case errors.Is(err, errAcquireTimeout), errors.Is(err, errNoNewLeader):
 		return ExitAcquireTimeout
 	case errors.Is(err, supervise.ErrNotFound):
 		return ExitNotFound

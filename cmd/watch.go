@@ -25,8 +25,10 @@ func watchCommand(sigs <-chan os.Signal) *cli.Command {
 		Name:      "watch",
 		Usage:     "print a line for every change of a name's leadership, as it happens",
 		UsageText: "leaderrun watch --name NAME [--json] [--store DSN]",
-		Description: `Events: elected (a new holder and token), released, expired and, for a
-name that does not exist yet, absent. Runs until SIGINT or SIGTERM.`,
+		Description: `Events: elected (a new holder and token), step-down (an operator asked the
+holder to hand over; with the successor when one was named), released,
+expired and, for a name that does not exist yet, absent. Runs until SIGINT
+or SIGTERM.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", Usage: "the name to watch (required)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line"},
@@ -82,6 +84,9 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 		default:
 			backoff = 250 * time.Millisecond
 			event := map[string]string{"held": "elected", "released": "released", "expired": "expired"}[rec.State()]
+			if rec.Held() && rec.StepDown {
+				event = "step-down"
+			}
 			last = w.emit(last, event, rec)
 			if rec.Held() {
 				// Wake just after the expiry, should renewals stop.
@@ -106,16 +111,23 @@ type eventJSON struct {
 	Name   string    `json:"name"`
 	Holder string    `json:"holder,omitempty"`
 	Token  int64     `json:"token,omitempty"`
+	// Successor is the identity a step-down reserved the name for.
+	Successor string `json:"successor,omitempty"`
 }
 
 // emit prints event for rec unless it repeats last; it returns the key of
 // what it printed (or last).
 func (e *eventWriter) emit(last, event string, rec lease.Record) string {
-	key := fmt.Sprintf("%s %s %d", event, rec.Holder, rec.Token)
+	var successor string
+	if event == "step-down" {
+		successor = rec.Successor
+	}
+	key := fmt.Sprintf("%s %s %d %s", event, rec.Holder, rec.Token, successor)
 	if key == last {
 		return last
 	}
-	ev := eventJSON{Time: time.Now().UTC().Round(time.Millisecond), Event: event, Name: rec.Name, Holder: rec.Holder, Token: rec.Token}
+	ev := eventJSON{Time: time.Now().UTC().Round(time.Millisecond), Event: event, Name: rec.Name,
+		Holder: rec.Holder, Token: rec.Token, Successor: successor}
 	if e.json {
 		json.NewEncoder(e.w).Encode(ev)
 		return key
@@ -123,6 +135,9 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(time.RFC3339Nano), event, rec.Name)
 	if rec.Holder != "" {
 		line += fmt.Sprintf(" holder=%s token=%d", rec.Holder, rec.Token)
+	}
+	if successor != "" {
+		line += " successor=" + successor
 	}
 	fmt.Fprintln(e.w, line)
 	return key

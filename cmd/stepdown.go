@@ -1,0 +1,164 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/signals"
+)
+
+// Defaults of step-down's options.
+const (
+	defaultStepDownWindow  = 30 * time.Second
+	defaultStepDownTimeout = time.Minute
+)
+
+// errNoNewLeader ends a step-down --wait that ran out of --timeout.
+var errNoNewLeader = errors.New("no new leader within --timeout")
+
+// errStepDownRefused marks a step-down the store refused because of what
+// the name's state is (nobody holds it, an unknown successor): exit 1.
+var errStepDownRefused = errors.New("step-down refused")
+
+func stepDownCommand(sigs <-chan os.Signal) *cli.Command {
+	return &cli.Command{
+		Name:      "step-down",
+		Usage:     "ask the current leader of a name to hand it over to another replica",
+		UsageText: "leaderrun step-down --name NAME [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN]",
+		Description: `The leader notices at its next renewal (within --renew-interval), stops its
+command gracefully as on any lost tenure, and releases the name. For
+--window after the request, only --to IDENTITY may take the name or, without
+--to, anyone but the leader that stepped down; after the window anyone may.
+IDENTITY must be a replica campaigning for the name (its --identity), seen
+by the store within twice its --ttl. With --wait, returns once another
+replica holds the name under a new token and prints it.
+
+Exit status: 0 done; 1 nobody holds the name (released or expired), --to
+names an identity that is not campaigning or already leads, the name went
+back to the same holder, or another failure; 4 no such name; 124 --wait saw
+no new leader within --timeout; 125 usage. A refused step-down changes
+nothing in the store.`,
+		Flags: append(storeFlags(),
+			&cli.StringFlag{Name: "name", Usage: "the name whose leader steps down (required)"},
+			&cli.StringFlag{Name: "to", Usage: "the identity of the replica that should take over (default: any other)"},
+			&cli.DurationFlag{Name: "window", Value: defaultStepDownWindow, Usage: "how long the name stays reserved for --to, or closed to the old leader"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait until a new leader holds the name, and print it"},
+			&cli.DurationFlag{Name: "timeout", Value: defaultStepDownTimeout, Usage: "with --wait: give up (exit 124) after this long"},
+		),
+		Action: func(c *cli.Context) error { return runStepDown(c, sigs) },
+	}
+}
+
+func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
+	name, to, window := c.String("name"), c.String("to"), c.Duration("window")
+	if err := config.ValidateName(name); err != nil {
+		return err
+	}
+	switch {
+	case c.IsSet("to") && to == "":
+		return usagef("--to: empty identity")
+	case window < time.Millisecond:
+		return usagef("--window %v: must be at least 1ms", window)
+	case c.Duration("timeout") <= 0:
+		return usagef("--timeout %v: must be positive", c.Duration("timeout"))
+	case c.IsSet("timeout") && !c.Bool("wait"):
+		return usagef("--timeout needs --wait")
+	}
+	store, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+	rec, err := store.RequestStepDown(ctx, name, to, window)
+	cancel()
+	if err != nil {
+		return stepDownError(store, name, to, err)
+	}
+	w := c.App.Writer
+	if to != "" {
+		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; only %s may take over for %s\n",
+			name, rec.Holder, rec.Token, to, window)
+	} else {
+		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; it may not take the name back for %s\n",
+			name, rec.Holder, rec.Token, window)
+	}
+	if !c.Bool("wait") {
+		return nil
+	}
+
+	ctx, cancelCause := context.WithCancelCause(c.Context)
+	defer cancelCause(nil)
+	go func() {
+		for s := range sigs {
+			if signals.IsStop(s) {
+				cancelCause(fmt.Errorf("interrupted by %v", s))
+				return
+			}
+		}
+	}()
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, c.Duration("timeout"),
+		fmt.Errorf("%w (%v)", errNoNewLeader, c.Duration("timeout")))
+	defer cancelTimeout()
+	start := time.Now()
+	next, err := awaitNewLeader(ctx, store, rec)
+	if err != nil {
+		return fmt.Errorf("step-down of %q: %w", name, err)
+	}
+	fmt.Fprintf(w, "%s: new leader %s (token %d) after %s\n",
+		name, next.Holder, next.Token, time.Since(start).Round(time.Millisecond))
+	if to != "" && next.Holder != to {
+		return fmt.Errorf("step-down of %q: %s took the name, not %s: %w", name, next.Holder, to, errStepDownRefused)
+	}
+	return nil
+}
+
+// stepDownError explains a refused request; nothing was changed.
+func stepDownError(store lease.Store, name, to string, err error) error {
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return fmt.Errorf("lease %q in %s: %w", name, store.Describe(), errNoSuchLease)
+	case errors.Is(err, lease.ErrNotHeld):
+		return fmt.Errorf("lease %q: nobody holds it (released or expired), so there is nothing to step down: %w",
+			name, errStepDownRefused)
+	case errors.Is(err, lease.ErrAlreadyLeader):
+		return fmt.Errorf("lease %q: %s is already the leader: %w", name, to, errStepDownRefused)
+	case errors.Is(err, lease.ErrUnknownSuccessor):
+		return fmt.Errorf("lease %q: no replica with identity %q is campaigning for it: %w", name, to, errStepDownRefused)
+	}
+	return fmt.Errorf("step down lease %q: %w", name, err)
+}
+
+// awaitNewLeader returns the first record held under a newer token than
+// old's by another holder. A newer tenure of old's own holder is an error:
+// no other replica took the name within the window.
+func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (lease.Record, error) {
+	backoff := 250 * time.Millisecond
+	for {
+		rec, err := store.Get(ctx, old.Name)
+		wait := time.Second // in case a change slips between Get and Wait
+		switch {
+		case ctx.Err() != nil:
+			return lease.Record{}, context.Cause(ctx)
+		case err == nil && rec.Held() && rec.Token > old.Token && rec.Holder == old.Holder:
+			return rec, fmt.Errorf("%s took the name back (token %d): no other replica took it within the window: %w",
+				rec.Holder, rec.Token, errStepDownRefused)
+		case err == nil && rec.Held() && rec.Token > old.Token:
+			return rec, nil
+		case err != nil && !errors.Is(err, lease.ErrNotFound):
+			fmt.Fprintf(os.Stderr, "leaderrun: step-down --wait: %v (retrying in %v)\n", err, backoff)
+			wait, backoff = backoff, min(2*backoff, 5*time.Second)
+		}
+		if err := store.Wait(ctx, old.Name, wait); err != nil {
+			return lease.Record{}, context.Cause(ctx)
+		}
+	}
+}
