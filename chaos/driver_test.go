@@ -1,0 +1,236 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Faults, each aimed at the current leader.
+const (
+	faultKill      = "kill"      // SIGKILL its leaderrun, then restart the replica
+	faultTerm      = "term"      // SIGTERM its leaderrun, then restart the replica
+	faultStop      = "stop"      // SIGSTOP its leaderrun for longer than the TTL, then SIGCONT
+	faultReset     = "reset"     // reset its connections to PostgreSQL for longer than the TTL
+	faultBlackhole = "blackhole" // blackhole its connections to PostgreSQL for longer than the TTL
+)
+
+// Child variants: how the leader's child is armed before the fault.
+const variantPlain = "plain"
+
+// round is one injected fault and what followed.
+type round struct {
+	n        int
+	kind     string
+	variant  string
+	rep      *replica // the leader's replica generation
+	token    int64    // the leader's token
+	child    proc
+	gchild   proc // zero unless the variant is armEscape
+	at       time.Time
+	healAt   time.Time // SIGCONT or the proxy passing again; zero for kill and term
+	next     event     // the next child's start
+	gotNext  bool
+	latency  time.Duration // at → next.at
+	goneIn   time.Duration // healAt or at → the old tenure's last process gone
+	orphans  []proc        // the old tenure's processes alive past their deadline (then killed)
+	skipped  string        // why no fault was injected
+	problems []string
+}
+
+// leaderWait bounds the wait for a leader at the start of a round.
+const leaderWait = 30 * time.Second
+
+// run injects one fault of kind into the current leader, its child armed
+// with variant first, and follows what happens until the old tenure is gone
+// and a new child runs.
+func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) *round {
+	rd := &round{n: n, kind: kind, variant: variant}
+	lead, rep, ok := c.waitLeader(leaderWait)
+	if !ok {
+		rd.skipped = fmt.Sprintf("no leader within %v", leaderWait)
+		rd.problems = append(rd.problems, rd.skipped)
+		return rd
+	}
+	time.Sleep(randDur(rng, 0, 1200*time.Millisecond)) // a random moment of the tenure
+	if variant != variantPlain {
+		if !c.arm(rd, lead, variant) {
+			return rd
+		}
+		time.Sleep(randDur(rng, 0, 300*time.Millisecond))
+	}
+	if cur, _, ok := c.leader(); !ok || cur.token != lead.token {
+		rd.skipped = "the leader changed before the fault"
+		return rd
+	}
+	rd.rep, rd.token = rep, lead.token
+	rd.child = proc{lead.pid, uint64(lead.int("stime")), "child", lead.token}
+	c.inject(rd, rng)
+	c.follow(rd)
+	return rd
+}
+
+// arm makes the leader's child ignore SIGTERM or start an escaping
+// grandchild, and waits until it says it did.
+func (c *cluster) arm(rd *round, lead event, variant string) bool {
+	from := len(c.log.snapshot())
+	if err := os.WriteFile(controlFile(c.dir, lead.token), []byte(variant+"\n"), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	armed, ok := c.log.waitEvent(from, deadline, func(e event) bool {
+		return e.kind == "armed" && e.token == lead.token && e.kv["what"] == variant
+	})
+	if !ok {
+		rd.skipped = "the child did not arm (leader changed?)"
+		return false
+	}
+	if variant == armEscape {
+		g, ok := c.log.waitEvent(from, deadline, func(e event) bool {
+			return e.kind == "gstart" && e.token == lead.token
+		})
+		if !ok || g.pid != int(armed.int("gpid")) {
+			rd.skipped = "the grandchild did not start"
+			return false
+		}
+		rd.gchild = proc{g.pid, uint64(g.int("stime")), "grandchild", g.token}
+	}
+	return true
+}
+
+// inject performs the fault on rd.rep.
+func (c *cluster) inject(rd *round, rng *rand.Rand) {
+	r := rd.rep
+	cut := c.timing.ttl + randDur(rng, 500*time.Millisecond, 1500*time.Millisecond)
+	switch rd.kind {
+	case faultKill:
+		r.want, r.wantWhy = []string{"signal: killed"}, "SIGKILLed"
+		rd.at = time.Now()
+		r.signal(syscall.SIGKILL)
+		c.replace(rd, 5*time.Second)
+	case faultTerm:
+		r.want, r.wantWhy = c.expectTerm(r)
+		rd.at = time.Now()
+		r.signal(syscall.SIGTERM)
+		c.replace(rd, c.timing.grace+10*time.Second)
+	case faultStop:
+		rd.at = time.Now()
+		r.signal(syscall.SIGSTOP)
+		time.Sleep(cut)
+		r.signal(syscall.SIGCONT)
+		rd.healAt = time.Now()
+	case faultReset, faultBlackhole:
+		p := c.proxies[r.idx]
+		rd.at = time.Now()
+		if rd.kind == faultReset {
+			p.Reset()
+		} else {
+			p.Blackhole()
+		}
+		time.Sleep(cut)
+		p.Pass()
+		rd.healAt = time.Now()
+	default:
+		c.t.Fatalf("unknown fault %q", rd.kind)
+	}
+}
+
+// replace waits for the signalled replica to exit and starts its next
+// generation.
+func (c *cluster) replace(rd *round, d time.Duration) {
+	r := rd.rep
+	if !r.waitExit(d) {
+		rd.problems = append(rd.problems, fmt.Sprintf("replica %s did not exit within %v of %v", r.identity, d, r.stopSig))
+		c.awaitOrKill(r, 0)
+	}
+	c.startReplica(r.idx)
+}
+
+// follow waits for the next child and for the old tenure's processes to
+// end, and kills those that outlive their deadline.
+func (c *cluster) follow(rd *round) {
+	limit := 4*c.timing.ttl + 10*time.Second
+	rd.next, rd.gotNext = c.log.waitEvent(0, rd.at.Add(limit), func(e event) bool {
+		return e.kind == "start" && e.token > rd.token
+	})
+	if rd.gotNext {
+		rd.latency = rd.next.time().Sub(rd.at)
+	} else {
+		rd.problems = append(rd.problems, fmt.Sprintf("no new child within %v of the fault", limit))
+	}
+	base := rd.at
+	if !rd.healAt.IsZero() {
+		base = rd.healAt
+	}
+	// By then the old leaderrun stopped the child (G + K), or it is dead.
+	deadline := base.Add(c.timing.deadline + c.timing.grace + 2*time.Second)
+	old := []proc{rd.child}
+	if rd.gchild.pid != 0 {
+		old = append(old, rd.gchild)
+	}
+	for {
+		alive := alive(old)
+		if len(alive) == 0 {
+			rd.goneIn = time.Since(base)
+			return
+		}
+		if time.Now().After(deadline) {
+			rd.orphans = alive
+			for _, p := range alive {
+				syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func alive(ps []proc) []proc {
+	var out []proc
+	for _, p := range ps {
+		if aliveAs(p.pid, p.stime) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func randDur(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+}
+
+// schedule lists the faults of a run: the short mode's fixed mix, shuffled,
+// or n random ones.
+func schedule(store string, n int, rng *rand.Rand) [][2]string {
+	var s [][2]string
+	if n == 0 {
+		s = [][2]string{
+			{faultKill, variantPlain}, {faultTerm, variantPlain}, {faultStop, variantPlain},
+			{faultTerm, armIgnoreTerm}, {faultStop, armIgnoreTerm},
+			{faultTerm, armEscape}, {faultStop, armEscape}, {faultKill, armEscape},
+		}
+		if store == "postgres" {
+			s = append(s, [2]string{faultReset, variantPlain}, [2]string{faultBlackhole, armIgnoreTerm},
+				[2]string{faultReset, armEscape})
+		}
+		rng.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+		return s
+	}
+	kinds := []string{faultKill, faultTerm, faultStop}
+	if store == "postgres" {
+		kinds = append(kinds, faultReset, faultBlackhole)
+	}
+	for range n {
+		v := variantPlain
+		switch rng.IntN(4) {
+		case 0:
+			v = armIgnoreTerm
+		case 1:
+			v = armEscape
+		}
+		s = append(s, [2]string{kinds[rng.IntN(len(kinds))], v})
+	}
+	return s
+}

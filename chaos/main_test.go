@@ -1,0 +1,109 @@
+package chaos
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagRounds = flag.Int("chaos.rounds", 0, "rounds (faults) per store; 0: the short mode's schedule, or 150 with LEADERRUN_CHAOS=long")
+	flagSeed   = flag.Int64("chaos.seed", 0, "seed of the fault schedule; 0: from the clock (printed)")
+	flagStore  = flag.String("chaos.store", "sqlite,postgres", "stores to test, comma-separated")
+	flagBin    = flag.String("chaos.bin", "", "a prebuilt leaderrun binary (default: go build the module's)")
+	flagKeep   = flag.Bool("chaos.keep", false, "keep each run's directory (event log, replicas' logs) and print its path")
+	flagBound  = flag.Duration("chaos.bound", time.Second, "how much longer than the TTL a fault may leave the name without a child")
+	flagStrict = flag.Bool("chaos.strict", false, "fail on known defects too")
+	flagTTL    = flag.Duration("chaos.ttl", 3*time.Second, "--ttl of the replicas")
+	flagGrace  = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
+)
+
+// longRounds is the rounds per store of LEADERRUN_CHAOS=long.
+const longRounds = 150
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(envRole) {
+	case roleChild:
+		os.Exit(childMain())
+	case roleGrandchild:
+		os.Exit(grandchildMain())
+	}
+	flag.Parse()
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// rounds is how many faults to inject per store; 0 means the short
+// schedule.
+func rounds() int {
+	if *flagRounds > 0 {
+		return *flagRounds
+	}
+	if os.Getenv("LEADERRUN_CHAOS") == "long" {
+		return longRounds
+	}
+	return 0
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+// leaderrunBinary builds leaderrun (CGO_ENABLED=0) once per test binary,
+// or returns -chaos.bin.
+func leaderrunBinary(t *testing.T) string {
+	t.Helper()
+	if *flagBin != "" {
+		return *flagBin
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "leaderrun-chaos-bin-")
+		if buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "leaderrun")
+		start := time.Now()
+		c := exec.Command(goTool(), "build", "-o", buildBin, "github.com/leaderrun/leaderrun")
+		c.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := c.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build leaderrun: %v\n%s", err, out)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "chaos: built leaderrun in %v\n", time.Since(start).Round(time.Millisecond))
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+func goTool() string {
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go"
+}
+
+func wantStore(name string) bool {
+	for _, s := range strings.Split(*flagStore, ",") {
+		if strings.TrimSpace(s) == name {
+			return true
+		}
+	}
+	return false
+}
