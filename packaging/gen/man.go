@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// writeMan writes the section 1 manual page in roff (man(7) macros).
+func writeMan(w io.Writer, p program, version string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, ".TH %s 1 \"\" %s \"User Commands\"\n", strings.ToUpper(p.Name), quoteArg(p.Name+" "+version))
+	b.WriteString(".nh\n.ad l\n") // no hyphenation, ragged right: names and options stay whole
+	b.WriteString(".SH NAME\n")
+	fmt.Fprintf(&b, "%s \\- %s\n", p.Name, roff(p.Usage))
+
+	synopsis, description := splitUsage(p.UsageText)
+	b.WriteString(".SH SYNOPSIS\n.nf\n")
+	for _, line := range synopsis {
+		b.WriteString(roffLine(strings.TrimSpace(line)) + "\n")
+	}
+	b.WriteString(".fi\n.SH DESCRIPTION\n")
+	paragraphs(&b, description)
+
+	b.WriteString(".SH OPTIONS\n")
+	flagItems(&b, p.Flags)
+
+	b.WriteString(".SH COMMANDS\n")
+	for _, c := range p.Commands {
+		fmt.Fprintf(&b, ".SS %s\n", c.Name)
+		if c.UsageText != "" {
+			fmt.Fprintf(&b, ".nf\n%s\n.fi\n", roffLine(c.UsageText))
+		}
+		paragraphs(&b, sentence(c.Usage)+"\n\n"+c.Description)
+		flagItems(&b, c.Flags)
+	}
+
+	b.WriteString(`.SH FILES
+.TP
+.I /usr/lib/systemd/system/leaderrun@.service
+systemd template unit: the instance is the lease name, as in
+.BR "systemctl enable --now leaderrun@relay" .
+It reads
+.IR /etc/leaderrun/ NAME .env ,
+whose
+.B LEADERRUN_COMMAND
+is the command (split at whitespace, no shell) and whose other
+.BR LEADERRUN_ *
+variables set the options above.
+.TP
+.I /etc/leaderrun/example.env
+an annotated example of such a file.
+.TP
+.I /var/lib/leaderrun/leaderrun.db
+the default SQLite store when run as root.
+.SH SEE ALSO
+.BR systemd.service (5),
+.BR systemd.exec (5)
+`)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// splitUsage separates the synopsis lines at the top of a usage text from
+// the description after the first blank line.
+func splitUsage(text string) (synopsis []string, description string) {
+	head, rest, _ := strings.Cut(strings.TrimSpace(text), "\n\n")
+	return strings.Split(head, "\n"), rest
+}
+
+// paragraphs renders blank-line separated paragraphs; a paragraph with
+// indented lines (examples) keeps its line breaks.
+func paragraphs(b *strings.Builder, text string) {
+	for _, para := range strings.Split(strings.TrimSpace(text), "\n\n") {
+		para = strings.Trim(para, "\n")
+		if para == "" {
+			continue
+		}
+		lines := strings.Split(para, "\n")
+		indented := false
+		for _, l := range lines[1:] {
+			indented = indented || strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")
+		}
+		b.WriteString(".PP\n")
+		if !indented {
+			for _, l := range lines {
+				b.WriteString(roffLine(l) + "\n")
+			}
+			continue
+		}
+		b.WriteString(roffLine(lines[0]) + "\n.RS\n.nf\n")
+		for _, l := range lines[1:] {
+			b.WriteString(roffLine(strings.TrimSpace(l)) + "\n")
+		}
+		b.WriteString(".fi\n.RE\n")
+	}
+}
+
+func flagItems(b *strings.Builder, flags []option) {
+	for _, f := range flags {
+		b.WriteString(".TP\n")
+		if f.Value {
+			fmt.Fprintf(b, "\\fB\\-\\-%s\\fR \\fI%s\\fR\n", roff(f.Name), metavar(f))
+		} else {
+			fmt.Fprintf(b, "\\fB\\-\\-%s\\fR\n", roff(f.Name))
+		}
+		text := sentence(f.Usage)
+		if f.Default != "" {
+			text += " Default: " + f.Default + "."
+		}
+		b.WriteString(roffLine(text) + "\n")
+		for _, e := range f.Env {
+			fmt.Fprintf(b, ".br\nEnvironment: \\fB%s\\fR\n", roff(e))
+		}
+	}
+}
+
+// sentence capitalizes a usage string and ends it with a period.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
+func metavar(f option) string {
+	switch {
+	case f.File:
+		return "FILE"
+	case f.Duration:
+		return "DURATION"
+	}
+	return strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+}
+
+// roff escapes text for use inside a line.
+func roff(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\e`)
+	return strings.ReplaceAll(s, "-", `\-`)
+}
+
+// roffLine escapes a whole text line: one starting with a control
+// character would be read as a request.
+func roffLine(s string) string {
+	s = roff(s)
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
+		s = `\&` + s
+	}
+	return s
+}
+
+func quoteArg(s string) string { return `"` + strings.ReplaceAll(roff(s), `"`, `""`) + `"` }
