@@ -32,37 +32,12 @@ func TestChaos(t *testing.T) {
 
 func runChaos(t *testing.T, store string) {
 	started := time.Now()
-	bin := leaderrunBinary(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	seed := uint64(*flagSeed)
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -chaos.seed=%d -chaos.store=%s)", seed, seed, store)
-	dir := runDir(t, store)
-	ttl, grace := *flagTTL, *flagGrace
-	c := &cluster{
-		t: t, store: store, dir: dir, bin: bin, self: self,
-		timing: timing{ttl: ttl, grace: grace, deadline: derivedDeadline(ttl, grace)},
-		log:    &eventLog{path: filepath.Join(dir, eventsFile)},
-	}
-	env := childEnv(dir)
-	if store == "postgres" {
-		c.setupPostgres(t)
-		env = append(env, envPGDSN+"="+c.pg.base, envSchema+"="+c.pg.schema)
-	} else {
-		c.dsn = func(int) string { return "sqlite:" + filepath.Join(dir, "leases.db") }
-	}
-	c.env = env
-	theReaper.start()
-	t.Cleanup(c.kill)
-
-	for i := range replicaCount {
-		c.startReplica(i)
-	}
+	c := newCluster(t, store, replicaCount)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var done []*round
 	for i, f := range schedule(store, rounds(), rng) {
@@ -74,7 +49,10 @@ func runChaos(t *testing.T, store string) {
 	problems := c.closeProxies()
 	survivors := c.awaitSurvivors(2 * time.Second)
 	c.kill()
-	var dbw []dbWrite
+	var (
+		dbw []dbWrite
+		err error
+	)
 	if c.pg != nil {
 		if dbw, err = c.pg.writes(); err != nil {
 			problems = append(problems, err.Error())
@@ -106,6 +84,45 @@ func runChaos(t *testing.T, store string) {
 	}
 }
 
+// newCluster starts n replicas on store, each supervising the recording
+// child, and registers their end with t.
+func newCluster(t *testing.T, store string, n int) *cluster {
+	bin := leaderrunBinary(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := runDir(t, store)
+	ttl, grace := *flagTTL, *flagGrace
+	c := &cluster{
+		t: t, store: store, dir: dir, bin: bin, self: self,
+		timing: timing{ttl: ttl, grace: grace, deadline: derivedDeadline(ttl, grace)},
+		log:    &eventLog{path: filepath.Join(dir, eventsFile)},
+	}
+	env := childEnv(dir)
+	if store == "postgres" {
+		c.setupPostgres(t, n)
+		env = append(env, envPGDSN+"="+c.pg.base, envSchema+"="+c.pg.schema)
+	} else {
+		c.dsn = func(int) string { return "sqlite:" + filepath.Join(dir, "leases.db") }
+	}
+	c.env = env
+	theReaper.start()
+	t.Cleanup(c.kill)
+	for i := range n {
+		c.startReplica(i)
+	}
+	logged, err := readTiming(c.reps[0].logPath, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logged.ttl != c.timing.ttl || logged.grace != c.timing.grace || logged.deadline != c.timing.deadline {
+		t.Logf("leaderrun derived renew deadline %v; DESIGN §2 says %v", logged.deadline, c.timing.deadline)
+	}
+	c.timing = logged
+	return c
+}
+
 // runDir is a fresh directory for one store's run: removed at the end
 // unless -chaos.keep.
 func runDir(t *testing.T, store string) string {
@@ -135,7 +152,7 @@ func childEnv(dir string) []string {
 
 // setupPostgres gives the run its own schema, the writes table, and a
 // proxy per replica.
-func (c *cluster) setupPostgres(t *testing.T) {
+func (c *cluster) setupPostgres(t *testing.T, n int) {
 	dsn, schema := pgtest.NewSchema(t)
 	base := pgtest.Require(t)
 	c.pg = &pgSide{base: base, schema: schema}
@@ -146,8 +163,8 @@ func (c *cluster) setupPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dsns := make([]string, replicaCount)
-	for i := range replicaCount {
+	dsns := make([]string, n)
+	for i := range n {
 		p, err := tcpproxy.New(addr)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +36,7 @@ type knownDefect struct {
 	id, summary string
 	// matches reports whether the violation in round rd, by a process of
 	// role ("child" or "grandchild"), is this defect.
+	// (nil for defects matched elsewhere).
 	matches func(rd *round, role string) bool
 }
 
@@ -44,6 +47,10 @@ var knownDefects = []knownDefect{{
 	matches: func(rd *round, role string) bool {
 		return rd.kind == faultKill && rd.variant == armEscape && role == "grandchild"
 	},
+}, {
+	id: "D2",
+	summary: "a stop signal that reaches a replica after its lost tenure's child is dead, while it releases the lease, " +
+		"makes it exit with that child's status (re-raising e.g. SIGKILL) instead of 0 as a standby",
 }}
 
 func knownDefectOf(rd *round, role string) string {
@@ -51,7 +58,7 @@ func knownDefectOf(rd *round, role string) string {
 		return ""
 	}
 	for _, d := range knownDefects {
-		if d.matches(rd, role) {
+		if d.matches != nil && d.matches(rd, role) {
 			return d.id
 		}
 	}
@@ -299,6 +306,10 @@ func (res *result) checkWrites(evs []event, dbw []dbWrite, byToken map[int64]*ro
 	}
 }
 
+// earlyTolerance absorbs the store clock's granularity in the check for
+// early takeovers.
+const earlyTolerance = 50 * time.Millisecond
+
 // checkRounds: every fault was followed by a new child within TTL + bound,
 // and the old tenure's processes ended by their deadline.
 func (res *result) checkRounds(tm timing, bound time.Duration) {
@@ -308,6 +319,13 @@ func (res *result) checkRounds(tm timing, bound time.Duration) {
 		}
 		if rd.skipped != "" {
 			continue
+		}
+		// Until the old tenure's last renewal expires, nobody else may
+		// take the name; that renewal was sent at most the renew deadline
+		// before the fault, or the old leader would have given up.
+		if early := tm.ttl - tm.deadline - earlyTolerance; rd.gotNext && rd.kind != faultTerm && rd.latency < early {
+			res.violations = append(res.violations, fmt.Sprintf("round %d (%s/%s): new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
+				rd.n, rd.kind, rd.variant, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))
 		}
 		if rd.gotNext && rd.latency > tm.ttl+bound {
 			res.violations = append(res.violations, fmt.Sprintf("round %d (%s/%s): new child %v after the fault, more than TTL %v + %v",
@@ -335,17 +353,53 @@ func exitRound(r *replica, byToken map[int64]*round) int64 {
 	return 0
 }
 
+// stopDuringRelease reports whether a replica's log shows the stop signal
+// arriving after a tenure's command stopped and before the lease was
+// released (known defect D2).
+func stopDuringRelease(logPath string) bool {
+	if logPath == "" {
+		return false
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return false
+	}
+	releasing := false
+	for _, line := range strings.Split(string(data), "\n") {
+		var l struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil {
+			continue
+		}
+		switch {
+		case l.Msg == "command stopped":
+			releasing = true
+		case strings.HasPrefix(l.Msg, "tenure over"):
+			releasing = false
+		case l.Msg == "received stop signal" && releasing:
+			return true
+		}
+	}
+	return false
+}
+
 // checkExits: every replica the driver ended exited with the documented
 // status, and no other replica exited.
 func (res *result) checkExits(reps []*replica, byToken map[int64]*round) {
 	for _, r := range reps {
-		if r.state == nil {
+		if !r.exited() {
 			continue // still running: stopAll reports it
 		}
-		got := r.state.String()
+		got := r.status
 		switch {
 		case r.stopSig == 0:
 			res.violations = append(res.violations, fmt.Sprintf("replica %s exited on its own: %s", r.identity, got))
+		case !slices.Contains(r.want, got) && slices.Equal(r.want, []string{"exit status 0"}) && stopDuringRelease(r.logPath):
+			if res.known["D2"] == nil {
+				res.known["D2"] = map[int]bool{}
+			}
+			res.known["D2"][-r.gen] = true
 		case !slices.Contains(r.want, got):
 			res.violations = append(res.violations, fmt.Sprintf("replica %s (%s, sent %v) exited %q, want %q",
 				r.identity, r.wantWhy, r.stopSig, got, r.want))

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -41,7 +42,33 @@ type cluster struct {
 
 // timing is the replicas' timing model.
 type timing struct {
-	ttl, grace, deadline time.Duration
+	ttl, grace, deadline, interval time.Duration
+}
+
+// readTiming takes the timing a replica logged when it began campaigning
+// (the derived renew deadline and interval included); it waits up to d.
+func readTiming(logPath string, d time.Duration) (timing, error) {
+	deadline := time.Now().Add(d)
+	for {
+		data, _ := os.ReadFile(logPath)
+		for _, line := range strings.Split(string(data), "\n") {
+			var l struct {
+				Msg           string `json:"msg"`
+				TTL           int64  `json:"ttl"`
+				RenewInterval int64  `json:"renew_interval"`
+				RenewDeadline int64  `json:"renew_deadline"`
+				KillGrace     int64  `json:"kill_grace"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "campaigning" {
+				return timing{ttl: time.Duration(l.TTL), grace: time.Duration(l.KillGrace),
+					deadline: time.Duration(l.RenewDeadline), interval: time.Duration(l.RenewInterval)}, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return timing{}, fmt.Errorf("%s: no \"campaigning\" line with the timing within %v", logPath, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // derivedDeadline is the renew deadline leaderrun derives from --ttl and
@@ -63,7 +90,7 @@ type replica struct {
 	stime    uint64
 	logPath  string
 	done     chan struct{} // closed once the process was reaped
-	state    *os.ProcessState
+	status   string        // once done: how it ended, as os.ProcessState.String says
 
 	stopSig  syscall.Signal // the signal the driver ended it with
 	stopAt   time.Time
@@ -113,7 +140,7 @@ func (c *cluster) startReplica(idx int) *replica {
 	go func() {
 		cmd.Wait()
 		theReaper.forget(r.pid)
-		r.state = cmd.ProcessState
+		r.status = cmd.ProcessState.String()
 		close(r.done)
 	}()
 	if idx < len(c.reps) {

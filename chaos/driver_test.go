@@ -145,7 +145,26 @@ func (c *cluster) replace(rd *round, d time.Duration) {
 		rd.problems = append(rd.problems, fmt.Sprintf("replica %s did not exit within %v of %v", r.identity, d, r.stopSig))
 		c.awaitOrKill(r, 0)
 	}
-	c.startReplica(r.idx)
+	next := c.startReplica(r.idx)
+	if !awaitLog(next.logPath, 10*time.Second) {
+		rd.problems = append(rd.problems, fmt.Sprintf("replica %s logged nothing within 10s of its start", next.identity))
+	}
+}
+
+// awaitLog waits until a replica has logged a line: by then it handles
+// stop signals (it subscribes before anything else), so a SIGTERM cannot
+// kill it by the default action.
+func awaitLog(path string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // follow waits for the next child and for the old tenure's processes to

@@ -13,13 +13,13 @@ import (
 // row is one line of the summary table: the rounds of one fault kind and
 // child variant.
 type row struct {
-	kind, variant                       string
-	n                                   int
-	overlaps, frozen, known             int
-	staleAccepted, staleRefused         int
-	orphans, badExits, late             int
-	latencies                           []time.Duration
-	maxFrozen                           time.Duration
+	kind, variant               string
+	n                           int
+	overlaps, frozen, known     int
+	staleAccepted, staleRefused int
+	orphans, badExits, late     int
+	latencies                   []time.Duration
+	maxFrozen                   time.Duration
 }
 
 // summarize prints the store's table and the lines that explain it.

@@ -1,0 +1,226 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The checker must catch what it exists to catch; these feed it made-up
+// logs.
+
+var testTiming = timing{ttl: 3 * time.Second, grace: time.Second, deadline: time.Second, interval: 250 * time.Millisecond}
+
+const sec = int64(time.Second)
+
+func events(t *testing.T, lines ...string) []event {
+	t.Helper()
+	var evs []event
+	for i, l := range lines {
+		e, ok := parseEvent(l)
+		if !ok {
+			t.Fatalf("bad test event %q", l)
+		}
+		e.line = i + 1
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+func start(at int64, pid int, token int64, excl int, holders string) string {
+	return fmt.Sprintf("start at=%d pid=%d token=%d ppid=1 stime=1 holder=r0g1 excl=%d lockholders=%s", at, pid, token, excl, holders)
+}
+
+func ev(kind string, at int64, pid int, token int64, kv string) string {
+	return strings.TrimSpace(fmt.Sprintf("%s at=%d pid=%d token=%d %s", kind, at, pid, token, kv))
+}
+
+// faultRound is a round that injected kind into the tenure of token at
+// time at and saw token next start at nextAt.
+func faultRound(n int, kind, variant string, token int64, at, healAt int64, next event) *round {
+	rd := &round{n: n, kind: kind, variant: variant, token: token, at: time.Unix(0, at), rep: &replica{identity: "r0g1"}}
+	if healAt != 0 {
+		rd.healAt = time.Unix(0, healAt)
+	}
+	rd.next, rd.gotNext = next, true
+	rd.latency = next.time().Sub(rd.at)
+	return rd
+}
+
+func hasViolation(res *result, substr string) bool {
+	for _, v := range res.violations {
+		if strings.Contains(v, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCheckCleanHandOff(t *testing.T) {
+	evs := events(t,
+		start(10*sec, 100, 1, 1, ""),
+		ev("beat", 11*sec, 100, 1, "role=child"),
+		ev("stop", 12*sec, 100, 1, "signal=terminated code=3"),
+		start(12*sec+1e6, 200, 2, 1, ""),
+	)
+	rd := faultRound(1, faultTerm, variantPlain, 1, 12*sec-1e6, 0, evs[3])
+	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if len(res.violations) != 0 || len(res.overlaps) != 0 {
+		t.Errorf("violations %q, overlaps %v; want none", res.violations, res.overlaps)
+	}
+	if got, want := res.unplanned, 0; got != want {
+		t.Errorf("unplanned = %d, want %d", got, want)
+	}
+}
+
+func TestCheckOverlapIsViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		evs  []string
+	}{
+		{"lock held", []string{start(10*sec, 100, 1, 1, ""), start(13*sec, 200, 2, 0, "100"),
+			ev("overlap-end", 13*sec+5e8, 200, 2, "waited=500000000")}},
+		{"logged after the next start", []string{start(10*sec, 100, 1, 1, ""), start(13*sec, 200, 2, 1, ""),
+			ev("beat", 13*sec+1e8, 100, 1, "role=child")}},
+		{"unknown holder", []string{start(10*sec, 100, 1, 1, ""), start(13*sec, 200, 2, 0, "")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := events(t, tc.evs...)
+			rd := faultRound(1, faultKill, variantPlain, 1, 10*sec+5e8, 0, evs[1])
+			res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+			if !hasViolation(res, "overlap after round 1") {
+				t.Errorf("violations %q; want an overlap", res.violations)
+			}
+		})
+	}
+}
+
+func TestCheckFrozenSupervisor(t *testing.T) {
+	evs := events(t,
+		start(10*sec, 100, 1, 1, ""),
+		start(13*sec, 200, 2, 0, "100"),
+		ev("write", 13*sec+2e8, 100, 1, "role=child result=refused took=1"),
+		ev("stop", 14*sec+1e7, 100, 1, "signal=terminated code=3"),
+		ev("overlap-end", 14*sec+2e7, 200, 2, "waited=1020000000"),
+	)
+	thawed := int64(14 * sec)
+	rd := faultRound(1, faultStop, variantPlain, 1, 10*sec+1e8, thawed, evs[1])
+	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if len(res.violations) != 0 {
+		t.Errorf("violations %q; want none", res.violations)
+	}
+	if len(res.overlaps) != 1 || res.overlaps[0].class != "frozen" {
+		t.Errorf("overlaps %+v; want one frozen", res.overlaps)
+	}
+	if got, want := res.staleRefused[1], 1; got != want {
+		t.Errorf("stale refused = %d, want %d", got, want)
+	}
+
+	// Thawed, the supervisor must stop the child within the kill grace.
+	evs[4] = events(t, ev("overlap-end", 17*sec, 200, 2, "waited=4000000000"))[0]
+	res = check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if !hasViolation(res, "after SIGCONT") {
+		t.Errorf("violations %q; want a slow stop after SIGCONT", res.violations)
+	}
+}
+
+func TestCheckStaleWrites(t *testing.T) {
+	evs := events(t,
+		start(10*sec, 100, 1, 1, ""),
+		ev("write", 11*sec, 100, 1, "role=child result=ok took=1"),
+		start(13*sec, 200, 2, 1, ""),
+		ev("write", 12*sec+9e8, 100, 1, "role=grandchild result=ok took=1"), // began before 2 started
+		ev("write", 13*sec+1e6, 100, 1, "role=child result=ok took=1"),
+	)
+	rd := faultRound(1, faultKill, variantPlain, 1, 10*sec+5e8, 0, evs[2])
+	dbw := []dbWrite{
+		{id: 1, token: 1, at: time.Unix(0, 11*sec)},
+		{id: 2, token: 2, at: time.Unix(0, 13*sec+2e6)},
+		{id: 3, token: 1, at: time.Unix(0, 13*sec+3e6)},
+	}
+	res := check(evs, []*round{rd}, nil, dbw, testTiming, time.Second, nil)
+	if got, want := res.staleAccepted[1], 1; got != want {
+		t.Errorf("stale accepted = %d, want %d", got, want)
+	}
+	for _, want := range []string{"stale write accepted", "chaos_writes id 3: token 1 committed after token 2", "chaos_writes id 3: token 1 inserted"} {
+		if !hasViolation(res, want) {
+			t.Errorf("violations %q; want %q", res.violations, want)
+		}
+	}
+}
+
+func TestCheckTokenOrder(t *testing.T) {
+	evs := events(t, start(10*sec, 100, 5, 1, ""), start(20*sec, 200, 5, 1, ""))
+	res := check(evs, nil, nil, nil, testTiming, time.Second, nil)
+	if !hasViolation(res, "token order") {
+		t.Errorf("violations %q; want a token order violation", res.violations)
+	}
+}
+
+func TestCheckNewLeaderTiming(t *testing.T) {
+	evs := events(t, start(10*sec, 100, 1, 1, ""), ev("stop", 11*sec, 100, 1, ""), start(15*sec, 200, 2, 1, ""))
+	late := faultRound(1, faultKill, variantPlain, 1, 11*sec-1, 0, evs[2]) // 4s > TTL 3s + 0.5s
+	if res := check(evs, []*round{late}, nil, nil, testTiming, 500*time.Millisecond, nil); !hasViolation(res, "more than TTL") {
+		t.Errorf("violations %q; want a late leader", res.violations)
+	}
+	early := faultRound(1, faultKill, variantPlain, 1, 14*sec, 0, evs[2]) // 1s < TTL − G = 2s
+	if res := check(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "before the lease could expire") {
+		t.Errorf("violations %q; want an early takeover", res.violations)
+	}
+}
+
+func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
+	evs := events(t,
+		start(10*sec, 100, 1, 1, ""),
+		ev("gstart", 10*sec+1e8, 101, 1, "ppid=100 stime=1"),
+		start(13*sec, 200, 2, 0, "100"),
+		ev("beat", 13*sec+1e8, 101, 1, "role=grandchild"),
+	)
+	rd := faultRound(1, faultKill, armEscape, 1, 10*sec+5e8, 0, evs[2])
+	rd.orphans = []proc{{101, 1, "grandchild", 1}}
+	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if len(res.violations) != 0 {
+		t.Errorf("violations %q; want none", res.violations)
+	}
+	if got := len(res.known["D1"]); got != 1 {
+		t.Errorf("known D1 in %d rounds, want 1", got)
+	}
+	// The same overlap by a grandchild after SIGTERM is a violation.
+	rd.kind = faultTerm
+	res = check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if !hasViolation(res, "grandchild") {
+		t.Errorf("violations %q; want the grandchild's overlap", res.violations)
+	}
+}
+
+func TestCheckExitStatus(t *testing.T) {
+	done := make(chan struct{})
+	close(done)
+	reps := []*replica{
+		{identity: "r0g1", done: done, status: "exit status 0", stopSig: 15, want: []string{"exit status 3"}, wantWhy: "leader"},
+		{identity: "r1g2", done: done, status: "exit status 1"},
+		{identity: "r2g3", done: done, status: "exit status 0", stopSig: 15, want: []string{"exit status 0"}},
+	}
+	res := check(nil, nil, reps, nil, testTiming, time.Second, []string{"grandchild pid 7 of token 1"})
+	for _, want := range []string{`replica r0g1 (leader, sent terminated) exited "exit status 0"`, "replica r1g2 exited on its own", "survived the run: grandchild pid 7"} {
+		if !hasViolation(res, want) {
+			t.Errorf("violations %q; want %q", res.violations, want)
+		}
+	}
+	if got, want := len(res.violations), 3; got != want {
+		t.Errorf("%d violations, want %d: %q", got, want, res.violations)
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	e, ok := parseEvent("start at=12 pid=34 token=56 excl=0 lockholders=7,8")
+	if !ok || e.kind != "start" || e.at != 12 || e.pid != 34 || e.token != 56 || e.kv["lockholders"] != "7,8" {
+		t.Errorf("parseEvent = %+v, %v", e, ok)
+	}
+	for _, bad := range []string{"", "start", "start at=x pid=1 token=1", "start at=1 pid=1 token=1 junk"} {
+		if _, ok := parseEvent(bad); ok {
+			t.Errorf("parseEvent(%q) ok, want not", bad)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Each known defect (knownDefects) has a deterministic reproduction here.
+// While the defect is there, the test logs it and passes (fails with
+// -chaos.strict); once leaderrun is fixed it says so, and the defect's
+// entry and the test's tolerance should go.
+
+func reportKnown(t *testing.T, id, format string, args ...any) {
+	t.Helper()
+	if *flagStrict {
+		t.Errorf("KNOWN DEFECT "+id+": "+format, args...)
+		return
+	}
+	t.Logf("KNOWN DEFECT "+id+" reproduced (reported, not failed; -chaos.strict fails): "+format, args...)
+}
+
+func fixedKnown(t *testing.T, id string) {
+	t.Helper()
+	t.Logf("known defect %s no longer reproduces: remove it from knownDefects and make this test strict", id)
+}
+
+// D1: SIGKILL of leaderrun kills the child (Pdeathsig) but not a grandchild
+// that left the child's process group with setsid; it is adopted by the
+// nearest subreaper (here the test) or init and runs on.
+func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "sqlite", 1)
+	lead, rep, ok := c.waitLeader(leaderWait)
+	if !ok {
+		t.Fatal("no leader")
+	}
+	rd := &round{}
+	if !c.arm(rd, lead, armEscape) {
+		t.Fatal(rd.skipped)
+	}
+	rep.signal(syscall.SIGKILL)
+	if !rep.waitExit(5 * time.Second) {
+		t.Fatal("leaderrun did not die of SIGKILL")
+	}
+	child := proc{lead.pid, uint64(lead.int("stime")), "child", lead.token}
+	left := awaitGone([]proc{child, rd.gchild}, 2*time.Second)
+	for _, p := range left {
+		switch p.what {
+		case "child":
+			t.Errorf("child %d alive 2s after SIGKILL of its leaderrun: Pdeathsig did not fire", p.pid)
+		case "grandchild":
+			reportKnown(t, "D1", "grandchild %d (setsid) alive 2s after SIGKILL of leaderrun %d, adopted by pid %d",
+				p.pid, rep.pid, ppidOf(p.pid))
+		}
+		syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	if len(left) == 0 {
+		fixedKnown(t, "D1")
+	}
+}
+
+// D2: a replica whose tenure was lost (here: its store connection
+// blackholed) stops its child, then tries to release the lease; a SIGTERM
+// that arrives during that release makes it exit with the dead child's
+// status — dying by SIGKILL for a child that ignored SIGTERM — although it
+// had no child left to stop.
+func TestKnownDefectD2StopDuringReleaseAfterLostTenure(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "postgres", 1)
+	lead, rep, ok := c.waitLeader(leaderWait)
+	if !ok {
+		t.Fatal("no leader")
+	}
+	rd := &round{}
+	if !c.arm(rd, lead, armIgnoreTerm) {
+		t.Fatal(rd.skipped)
+	}
+	c.proxies[0].Blackhole()
+	defer c.proxies[0].Pass()
+	limit := c.timing.deadline + c.timing.grace + 5*time.Second
+	if !awaitLogMsg(rep.logPath, "command stopped", limit) {
+		t.Fatalf("no \"command stopped\" within %v of the blackhole:\n%s", limit, replicaLogTail(rep.logPath, 20))
+	}
+	child := proc{lead.pid, uint64(lead.int("stime")), "child", lead.token}
+	if left := alive([]proc{child}); len(left) > 0 {
+		t.Fatalf("child %d alive after \"command stopped\"", child.pid)
+	}
+	rep.signal(syscall.SIGTERM)
+	if !rep.waitExit(10 * time.Second) {
+		t.Fatal("leaderrun did not exit within 10s of SIGTERM")
+	}
+	switch rep.status {
+	case "exit status 0":
+		fixedKnown(t, "D2")
+	case "signal: killed":
+		reportKnown(t, "D2", "SIGTERM after the lost tenure's child was killed exited %q, want \"exit status 0\"; log:\n%s",
+			rep.status, replicaLogTail(rep.logPath, 8))
+	default:
+		t.Errorf("leaderrun exited %q, want \"exit status 0\"; log:\n%s", rep.status, replicaLogTail(rep.logPath, 20))
+	}
+}
+
+// awaitGone waits up to d for every process in ps to end and returns those
+// still alive.
+func awaitGone(ps []proc, d time.Duration) []proc {
+	deadline := time.Now().Add(d)
+	for {
+		left := alive(ps)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ppidOf(pid int) int {
+	st, _ := procStat(pid)
+	return st.ppid
+}
+
+// awaitLogMsg waits up to d for a replica's JSON log to have a line with
+// msg.
+func awaitLogMsg(path, msg string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		data, _ := os.ReadFile(path)
+		for _, line := range strings.Split(string(data), "\n") {
+			var l struct {
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
