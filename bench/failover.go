@@ -25,18 +25,18 @@ type contender struct {
 	// a random phase of it.
 	Period time.Duration
 	// spawn starts replica idx campaigning for name; its child records in dir.
-	spawn func(name, dir string, idx int) (*proc, error)
+	spawn func(name, dir string, idx int) (*proc, error) `json:"-"`
 	// standby waits until the n replicas started so far are all campaigning
 	// (one leads, the rest wait), p being the newest.
-	standby func(name string, p *proc, n int, timeout time.Duration) error
+	standby func(name string, p *proc, n int, timeout time.Duration) error `json:"-"`
 	// stopHolder asks the holder to stop gracefully, the way an operator
 	// or a service manager would.
-	stopHolder func(p *proc)
+	stopHolder func(p *proc) `json:"-"`
 	// StopHow says what stopHolder does, for the report.
 	StopHow string
 	// DSN is leaderrun's store, read after a crash for the time the dead
 	// holder's lease had left; empty for the peer.
-	DSN string
+	DSN string `json:"-"`
 }
 
 // failoverResult holds one scenario's samples.

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -45,6 +46,8 @@ type options struct {
 	leaderrunBin string
 	only         string
 	keep         bool
+	jsonOut      string
+	render       string
 }
 
 // bench is one run of the benchmark.
@@ -90,7 +93,12 @@ func main() {
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
 	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,cost,handoff,crash,scale (default all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
+	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")
 	flag.Parse()
+	if o.render != "" {
+		os.Exit(renderMain(o.render, o.out))
+	}
 	if o.quick {
 		o.handoffRuns, o.crashRuns, o.shortRuns = 10, 1, 3
 		o.costWindow, o.idleWindow, o.execRuns = 15*time.Second, 10*time.Second, 10
@@ -181,6 +189,16 @@ func (b *bench) main() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
+	if b.opt.jsonOut != "" {
+		js, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = os.WriteFile(b.opt.jsonOut, js, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
 	b.progress("wrote %s", b.opt.out)
 	return 0
 }
@@ -252,6 +270,28 @@ func (b *bench) probePGCLI() (bool, string) {
 		return false, fmt.Sprintf("the leaderrun binary could not run on PostgreSQL (%v: %s)", err, msg)
 	}
 	return true, ""
+}
+
+// renderMain rewrites the Markdown report of an earlier run from its JSON.
+func renderMain(in, out string) int {
+	js, err := os.ReadFile(in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	var rep report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		rep.Findings = filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "bench", "findings.md")
+	}
+	if err := os.WriteFile(out, []byte(rep.markdown()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
 }
 
 func calibMain(args []string) int {

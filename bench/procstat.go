@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -87,4 +88,42 @@ func cpuSum(pids []int) time.Duration {
 		}
 	}
 	return t
+}
+
+// cpuTotals reads the first line of /proc/stat: the time all CPUs spent
+// busy, and in all states, in clock ticks.
+func cpuTotals() (busy, total int64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i < 8 { // user nice system idle iowait irq softirq steal; guest is in user
+			total += n
+			if i != 3 && i != 4 {
+				busy += n
+			}
+		}
+	}
+	return busy, total
+}
+
+// machineBusy starts measuring how many CPUs the whole machine keeps busy
+// (everything on it, the benchmark included); the returned function ends
+// the measurement.
+func machineBusy() func() float64 {
+	b0, t0 := cpuTotals()
+	return func() float64 {
+		b1, t1 := cpuTotals()
+		if t1 <= t0 {
+			return 0
+		}
+		return float64(b1-b0) / float64(t1-t0) * float64(runtime.NumCPU())
+	}
 }

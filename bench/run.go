@@ -16,7 +16,7 @@ import (
 type report struct {
 	Machine    machineInfo
 	Command    string
-	Opt        options
+	Opt        runOptions
 	PGNote     string
 	PGVersion  string
 	PeerNote   string
@@ -34,6 +34,17 @@ type report struct {
 	LoadBefore string
 	LoadAfter  string
 	Findings   string // a Markdown file appended to the report, if it exists
+	Generated  time.Time
+	// Busy is how many of the machine's CPUs were busy (all processes,
+	// the benchmark's included) during each section, by section name.
+	Busy map[string]float64
+}
+
+// runOptions are the options the report mentions.
+type runOptions struct {
+	Quick                  bool
+	Replicas, ScaleNames   int
+	CostWindow, IdleWindow time.Duration
 }
 
 type machineInfo struct {
@@ -97,8 +108,10 @@ func loadavg() string {
 // ones (start-to-exec, hand-off) away from the busy ones (store cost under
 // strace, 1,000 names).
 func (b *bench) run(ctx context.Context) *report {
-	rep := &report{Machine: readMachine(), Opt: b.opt, PGNote: b.pgNote, LoadBefore: loadavg(),
-		Findings: filepath.Join(b.root, "bench", "findings.md")}
+	rep := &report{Machine: readMachine(), PGNote: b.pgNote, LoadBefore: loadavg(),
+		Findings: filepath.Join(b.root, "bench", "findings.md"), Busy: map[string]float64{},
+		Opt: runOptions{Quick: b.opt.quick, Replicas: b.opt.replicas, ScaleNames: b.opt.scaleNames,
+			CostWindow: b.opt.costWindow, IdleWindow: b.opt.idleWindow}}
 	rep.Command = "go run ./bench " + strings.Join(os.Args[1:], " ")
 	if fi, err := os.Stat(b.lrBin); err == nil {
 		rep.BinSize = fi.Size()
@@ -127,7 +140,9 @@ func (b *bench) run(ctx context.Context) *report {
 
 	if b.want("footprint") && !b.stopping() {
 		b.progress("start-to-exec: %d runs", b.opt.execRuns)
+		busy := machineBusy()
 		rep.Exec = b.measureStartToExec(b.opt.execRuns)
+		rep.Busy["exec"] = busy()
 	}
 
 	if b.want("handoff") {
@@ -144,7 +159,9 @@ func (b *bench) run(ctx context.Context) *report {
 				break
 			}
 			b.progress("hand-off: %s, %d runs", c.Label, b.opt.handoffRuns)
+			busy := machineBusy()
 			rep.Handoff = append(rep.Handoff, b.runFailover(c, "handoff", b.opt.handoffRuns, b.opt.replicas))
+			rep.Busy["handoff "+c.Label] = busy()
 		}
 		if etcd != nil && !b.stopping() {
 			b.progress("etcdctl: SIGTERM to etcdctl alone")
@@ -153,6 +170,7 @@ func (b *bench) run(ctx context.Context) *report {
 	}
 
 	if (b.want("cost") || b.want("footprint")) && !b.stopping() {
+		busy := machineBusy()
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		if b.want("cost") {
@@ -207,6 +225,7 @@ func (b *bench) run(ctx context.Context) *report {
 			}
 		}
 		wg.Wait()
+		rep.Busy["cost"] = busy()
 	}
 
 	if b.want("crash") && !b.stopping() {
@@ -231,6 +250,7 @@ func (b *bench) run(ctx context.Context) *report {
 				cfg{b.etcdContender("etcdctl lock · etcd", etcd, shortTTL), b.opt.shortRuns})
 		}
 		b.progress("crash failover: %d scenarios at once", len(cfgs))
+		busy := machineBusy()
 		results := make([]*failoverResult, len(cfgs))
 		var wg sync.WaitGroup
 		for i, c := range cfgs {
@@ -242,6 +262,7 @@ func (b *bench) run(ctx context.Context) *report {
 		}
 		wg.Wait()
 		rep.Crash = results
+		rep.Busy["crash"] = busy()
 	}
 	if etcd != nil {
 		etcd.stop()
@@ -249,9 +270,12 @@ func (b *bench) run(ctx context.Context) *report {
 
 	if b.want("scale") && b.pg != nil && !b.stopping() {
 		b.progress("scale: %d names, %d replicas, %v window", b.opt.scaleNames, b.opt.scaleReps, b.opt.scaleWindow)
+		busy := machineBusy()
 		rep.Scale = b.runScale(ctx, b.opt.scaleNames, b.opt.scaleReps, b.opt.scaleWindow)
+		rep.Busy["scale"] = busy()
 	}
 	rep.LoadAfter = loadavg()
+	rep.Generated = time.Now().UTC()
 	rep.Took = time.Since(b.started)
 	return rep
 }

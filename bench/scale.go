@@ -78,6 +78,10 @@ type scaleResult struct {
 	DBAux       time.Duration // CPU of the server's other processes
 	BenchCPU    time.Duration // CPU of this process (all electors)
 	BackendPids int
+	// MachineBusy: CPUs busy machine-wide over the window, everything
+	// included; what is not the database's or the benchmark's is someone
+	// else's.
+	MachineBusy float64
 	Err         string
 }
 
@@ -167,11 +171,13 @@ func (b *bench) runScale(ctx context.Context, names, replicas int, window time.D
 	x0, _ := b.pg.xacts(ctx, db)
 	log.on.Store(true)
 	inWindow.Store(true)
+	busy := machineBusy()
 	w0 := mono.Now()
 	b.sleep(window)
 	log.on.Store(false)
 	inWindow.Store(false)
 	r.Window = mono.Since(w0)
+	r.MachineBusy = busy()
 	r.HeldEnd = int(held.Load())
 	x1, _ := b.pg.xacts(ctx, db)
 	self1, _ := cpuTime(os.Getpid())
