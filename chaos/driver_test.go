@@ -1,9 +1,11 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -22,22 +24,26 @@ const variantPlain = "plain"
 
 // round is one injected fault and what followed.
 type round struct {
-	n        int
-	kind     string
-	variant  string
-	rep      *replica // the leader's replica generation
-	token    int64    // the leader's token
-	child    proc
-	gchild   proc // zero unless the variant is armEscape
-	at       time.Time
-	healAt   time.Time // SIGCONT or the proxy passing again; zero for kill and term
-	next     event     // the next child's start
-	gotNext  bool
-	latency  time.Duration // at → next.at
-	goneIn   time.Duration // healAt or at → the old tenure's last process gone
-	orphans  []proc        // the old tenure's processes alive past their deadline (then killed)
-	skipped  string        // why no fault was injected
-	problems []string
+	n       int
+	kind    string
+	variant string
+	rep     *replica // the leader's replica generation
+	token   int64    // the leader's token
+	child   proc
+	gchild  proc // zero unless the variant is armEscape
+	at      time.Time
+	healAt  time.Time // SIGCONT or the proxy passing again; zero for kill and term
+	next    event     // the next child's start
+	gotNext bool
+	latency time.Duration // at → next.at
+	goneIn  time.Duration // healAt or at → the old tenure's last process gone
+	orphans []proc        // the old tenure's processes alive past their deadline (then killed)
+	// endedBefore: the old leader had already given up the tenure (a
+	// renewal failed for the renew deadline) when the fault came, so its
+	// successor may start early.
+	endedBefore bool
+	skipped     string // why no fault was injected
+	problems    []string
 }
 
 // leaderWait bounds the wait for a leader at the start of a round.
@@ -69,6 +75,7 @@ func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) *round {
 	rd.child = proc{lead.pid, uint64(lead.int("stime")), "child", lead.token}
 	c.inject(rd, rng)
 	c.follow(rd)
+	rd.endedBefore = tenureEndedBefore(rep.logPath, rd.token, rd.at)
 	return rd
 }
 
@@ -204,6 +211,23 @@ func (c *cluster) follow(rd *round) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// tenureEndedBefore reports whether a replica's log says that the tenure of
+// token ended before at.
+func tenureEndedBefore(logPath string, token int64, at time.Time) bool {
+	data, _ := os.ReadFile(logPath)
+	for _, line := range strings.Split(string(data), "\n") {
+		var l struct {
+			Time  time.Time `json:"time"`
+			Msg   string    `json:"msg"`
+			Token int64     `json:"token"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "tenure ended; stopping command" && l.Token == token {
+			return l.Time.Before(at)
+		}
+	}
+	return false
 }
 
 func alive(ps []proc) []proc {
