@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +92,8 @@ func TestScripts(t *testing.T) {
 			"proxy":    cmdProxy,
 			"earlier":  cmdEarlier,
 			"renewed":  cmdRenewed,
+			"freeport": cmdFreePort,
+			"httpget":  cmdHTTPGet,
 		},
 	})
 }
@@ -251,7 +256,11 @@ func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	want, err := strconv.Atoi(args[0])
 	ts.Check(err)
 	got := 0
-	if err := ts.Exec(args[1], args[2:]...); err != nil {
+	err = ts.Exec(args[1], args[2:]...)
+	// Keep the command's output for stdout and stderr checks that follow.
+	fmt.Fprint(ts.Stdout(), ts.ReadFile("stdout"))
+	fmt.Fprint(ts.Stderr(), ts.ReadFile("stderr"))
+	if err != nil {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
 			ts.Fatalf("%s: %v", args[1], err)
@@ -363,4 +372,34 @@ func cmdEarlier(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s (at=%d) is not earlier than %s (at=%d): by %v", args[0], a, args[1], b, time.Duration(a-b))
 	}
 	ts.Logf("%s is %v before %s", args[0], time.Duration(b-a), args[1])
+}
+
+// freeport VAR: set VAR to 127.0.0.1:PORT with a port free right now.
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	ts.Setenv(args[0], l.Addr().String())
+	l.Close()
+}
+
+// httpget CODE URL: GET URL, check the status code; the body becomes stdout.
+func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: httpget CODE URL")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(args[1])
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	ts.Stdout().Write(body)
+	if resp.StatusCode != want {
+		ts.Fatalf("GET %s: %s, want %d; body: %s", args[1], resp.Status, want, body)
+	}
 }

@@ -98,6 +98,7 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "once", EnvVars: env("once"), Usage: "exit with the command's status after one tenure instead of campaigning again"},
 		&cli.DurationFlag{Name: "acquire-timeout", EnvVars: env("acquire-timeout"), Usage: "give up (exit 124) when the lease is not acquired within this long (default: wait for ever)"},
 		&cli.DurationFlag{Name: "restart-delay", EnvVars: env("restart-delay"), Value: config.DefaultRestartDelay, Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m"},
+		&cli.StringFlag{Name: "http-addr", EnvVars: env("http-addr"), Usage: "serve /healthz, /leader (200 leading, 503 standby) and /metrics on this address, e.g. 127.0.0.1:9090 (default off)"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("log-format"), Value: "text", Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("log-level"), Value: "info", Usage: "log level: debug, info, warn or error"},
 	}
@@ -107,6 +108,7 @@ func runFlags() []cli.Flag {
 type runConfig struct {
 	config.Config
 	StopSignal syscall.Signal
+	HTTPAddr   string
 }
 
 // configFrom reads and validates the options; every problem is reported at
@@ -146,6 +148,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		problems = append(problems, fmt.Sprintf("--stop-signal: %v", err))
 	}
 	rc.StopSignal = sig
+	rc.HTTPAddr = c.String("http-addr")
 	logs, err := newLogSettings(c.String("log-format"), c.String("log-level"))
 	if err != nil {
 		problems = append(problems, err.Error())

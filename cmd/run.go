@@ -18,6 +18,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/sqlite"
+	"github.com/leaderrun/leaderrun/observe"
 	"github.com/leaderrun/leaderrun/signals"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -45,6 +46,7 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	l := &leader{
 		cfg: rc, dsn: dsn, holder: holder,
 		log:      log.With("name", rc.Name, "holder", holder),
+		report:   newReporter(rc.Name, holder, rc.RenewDeadline),
 		stopping: make(chan struct{}),
 	}
 	var g run.Group
@@ -52,6 +54,17 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	g.Add(func() error { l.relaySignals(sigs, quit); return nil },
 		func(error) { close(quit) })
 	g.Add(l.run, func(error) { l.stop(0) })
+	if rc.HTTPAddr != "" {
+		ln, err := observe.Listen(rc.HTTPAddr)
+		if err != nil {
+			return &usageError{err}
+		}
+		l.log.Info("serving /healthz, /leader and /metrics", "addr", ln.Addr().String())
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return l.report.obs.Serve(ctx, ln) }, func(error) { cancel() })
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	g.Add(func() error { l.report.watchdog(wctx); <-wctx.Done(); return nil }, func(error) { wcancel() })
 	return g.Run()
 }
 
@@ -62,6 +75,7 @@ type leader struct {
 	log     *slog.Logger
 	holder  string
 	elector *lease.Elector // set by run once the store is open
+	report  *reporter
 
 	mu       sync.Mutex // guards child, stopSig and stopping's closing
 	child    *supervise.Child
@@ -104,6 +118,7 @@ func (l *leader) stop(sig syscall.Signal) {
 		}
 		l.stopSig = sig
 		close(l.stopping)
+		l.report.stopping()
 	}
 }
 
@@ -139,8 +154,9 @@ func (l *leader) run() error {
 	l.elector = &lease.Elector{
 		Store: store, Name: rc.Name, Holder: l.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
-		Logger: l.log,
+		Logger: l.log, Observe: l.report.storeCall,
 	}
+	l.report.campaigning()
 	l.log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
 		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
 	return l.loop()
@@ -185,10 +201,12 @@ func (l *leader) loop() error {
 			return err
 		}
 		log := l.log.With("token", ten.Token())
+		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
 		status, exited, why, err := l.serve(ten, log)
 		l.release(ten, log, why)
+		l.report.ended(ten, status, exited)
 		if err != nil {
 			return err
 		}
