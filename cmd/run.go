@@ -128,6 +128,7 @@ func (l *leader) current() *supervise.Child {
 	return l.child
 }
 
+// setCurrent publishes the child that signals are forwarded to.
 func (l *leader) setCurrent(c *supervise.Child) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -276,6 +277,9 @@ func (l *leader) campaignError(ctx context.Context, err error) error {
 // serve runs the command for one tenure and returns its status once it and
 // every descendant are dead; exited says whether it ended on its own.
 func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.Status, exited bool, why string, err error) {
+	// Hold mu from fork to publication, so that a signal arriving as the
+	// child starts waits for it instead of finding no child to forward to.
+	l.mu.Lock()
 	child, err := supervise.Start(supervise.Spec{
 		Path:       l.cfg.Command[0],
 		Args:       l.cfg.Command,
@@ -284,10 +288,13 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 		KillGrace:  l.cfg.KillGrace,
 		Logger:     log,
 	})
+	if err == nil {
+		l.child = child
+	}
+	l.mu.Unlock()
 	if err != nil {
 		return supervise.Status{}, false, "command did not start", err
 	}
-	l.setCurrent(child)
 	defer l.setCurrent(nil)
 
 	select {
