@@ -110,12 +110,12 @@ func WithParam(dsn, key, value string) string {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	return dsn + sep + escape(key) + "=" + escape(value)
+	return dsn + sep + Escape(key) + "=" + Escape(value)
 }
 
-// escape %-encodes s for a DSN query, spaces as %20: libpq and pgx do not
+// Escape %-encodes s for a DSN query, spaces as %20: libpq and pgx do not
 // decode '+'.
-func escape(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
+func Escape(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
 
 // ViaHosts rewrites a URL DSN to connect to addrs (host:port each) instead
 // of its own host.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leaderrun/leaderrun/internal/pgtest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -37,7 +38,7 @@ func addParam(u *url.URL, key, value string) {
 	if u.RawQuery != "" {
 		u.RawQuery += "&"
 	}
-	u.RawQuery += escape(key) + "=" + escape(value)
+	u.RawQuery += pgtest.Escape(key) + "=" + pgtest.Escape(value)
 }
 
 func wantNoSecret(t *testing.T, what, text string) {

@@ -4,56 +4,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
-	"net/url"
-	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/internal/pgtest"
 )
 
 // envDSN names the server the tests run against.
-const envDSN = "LEADERRUN_TEST_POSTGRES"
+const envDSN = pgtest.EnvDSN
 
-const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
-// serverDSN returns the test server's DSN. It skips the test when the
-// server is unreachable, or fails it when CI is set: CI must not pass by
-// skipping.
+// serverDSN returns the test server's DSN; see pgtest.Require.
 func serverDSN(t *testing.T) string {
 	t.Helper()
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
-		dsn = defaultTestDSN
-	}
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			reachErr = err
-			return
-		}
-		conn.Close(ctx)
-	})
-	if reachErr != nil {
-		msg := "PostgreSQL at " + redact(dsn) + " is unreachable (" + scrub(reachErr.Error(), dsnSecrets(dsn)) +
-			"); set " + envDSN + " to the DSN of a server to test against"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dsn
+	return pgtest.Require(t)
 }
 
 // adminConn is a plain connection to the test server, closed at cleanup.
@@ -88,38 +53,13 @@ func randomSuffix() string {
 }
 
 // withParam adds a query parameter to a URL DSN.
-func withParam(dsn, key, value string) string {
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	return dsn + sep + escape(key) + "=" + escape(value)
-}
-
-// escape %-encodes s for a DSN query, spaces as %20: libpq and pgx do not
-// decode '+'.
-func escape(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
+func withParam(dsn, key, value string) string { return pgtest.WithParam(dsn, key, value) }
 
 // newSchema picks a schema no other test uses, drops it at cleanup, and
 // returns the server DSN that selects it.
 func newSchema(t *testing.T) (dsn, schema string) {
 	t.Helper()
-	base := serverDSN(t)
-	schema = "lrtest_" + randomSuffix()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer closeConn(conn)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withParam(base, paramSchema, schema), schema
+	return pgtest.NewSchema(t)
 }
 
 // openStore opens dsn and closes the store at cleanup.
@@ -133,28 +73,24 @@ func openStore(t *testing.T, dsn string) *Store {
 	return s
 }
 
-// viaProxy rewrites a URL DSN to connect to addr instead of its host.
+// viaProxy rewrites a URL DSN to connect to addrs instead of its host.
 func viaProxy(t *testing.T, dsn string, addrs ...string) string {
 	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("%s is not a single-host postgres:// URL; this test rewrites its host", envDSN)
+	via, err := pgtest.ViaHosts(dsn, addrs...)
+	if err != nil {
+		t.Skip(err)
 	}
-	u.Host = strings.Join(addrs, ",")
-	return u.String()
+	return via
 }
 
 // serverAddr is the test server's host:port.
 func serverAddr(t *testing.T) string {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(serverDSN(t))
+	addr, err := pgtest.Addr(serverDSN(t))
 	if err != nil {
-		t.Fatal(err)
+		t.Skip(err)
 	}
-	if strings.HasPrefix(cfg.Host, "/") {
-		t.Skipf("%s names a Unix socket; this test needs TCP", envDSN)
-	}
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	return addr
 }
 
 // listening waits until s's listener has LISTEN in effect and a waiter on
