@@ -51,6 +51,10 @@ func env(option string) []string {
 	return []string{"LEADERRUN_" + strings.ToUpper(strings.ReplaceAll(option, "-", "_"))}
 }
 
+// App returns leaderrun's command-line definition, for generating the man
+// page and shell completions. Its actions must not be run.
+func App() *cli.App { return newApp(nil, nil, io.Discard, io.Discard) }
+
 func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "leaderrun",
@@ -88,7 +92,7 @@ func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
 		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN: sqlite:PATH, file:PATH or postgres://… (default: the per-host SQLite file)"},
-		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), Usage: "read the store DSN from the first line of this file (instead of --store), so a password stays out of the process list"},
+		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true, Usage: "read the store DSN from the first line of this file (instead of --store), so a password stays out of the process list"},
 		&cli.StringFlag{Name: "identity", EnvVars: env("identity"), Usage: "this replica's holder identity (default host:pid:random)"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("ttl"), Value: config.DefaultLeaseDuration, Usage: "lease duration the store writes; crash failover takes at most this long"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), Usage: "time between renew attempts (default min(2s, renew deadline / 4))"},

@@ -122,6 +122,13 @@ func (l *leader) stop(sig syscall.Signal) {
 	}
 }
 
+// stopReason says why a tenure ended when leaderrun was told to stop.
+func (l *leader) stopReason() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return "stop signal " + signals.Name(l.stopSig)
+}
+
 func (l *leader) current() *supervise.Child {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -212,8 +219,14 @@ func (l *leader) loop() error {
 			return err
 		}
 		previous = why
-		if l.cfg.Once || l.stopped() {
+		switch {
+		case l.cfg.Once || why == l.stopReason():
 			return &childExit{status}
+		case l.stopped():
+			// The stop came after this tenure had ended for another
+			// reason: there was no child left to stop.
+			l.log.Info("stopped while standing by")
+			return context.Canceled
 		}
 		if !exited {
 			continue // lost the tenure: stand by for the next one
@@ -305,6 +318,7 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 			// Ctrl-C at the terminal went to the child alone; like a shell,
 			// take it as meant for us too.
 			l.stop(status.Signal)
+			return status, true, l.stopReason(), nil
 		}
 		return status, true, "command " + status.String(), nil
 	case <-ten.Context().Done():
@@ -312,7 +326,7 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 		log.Warn("tenure ended; stopping command", "cause", why)
 		status = child.Stop()
 	case <-l.stopping:
-		why = "stop signal " + signals.Name(l.stopSig)
+		why = l.stopReason()
 		status = child.StopWith(l.stopSig)
 	}
 	log.Info("command stopped", "status", status.String())

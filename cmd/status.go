@@ -27,7 +27,7 @@ var errNoSuchLease = errors.New("no such lease")
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN (default: the per-host SQLite file)"},
-		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), Usage: "read the store DSN from the first line of this file"},
+		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true, Usage: "read the store DSN from the first line of this file"},
 	}
 }
 
