@@ -162,5 +162,5 @@ func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+	return t.UTC().Round(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
 }
