@@ -224,3 +224,17 @@ func TestParseEvent(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckFrozenSQLiteLockHolderIsKnownLimitation(t *testing.T) {
+	evs := events(t, start(10*sec, 100, 1, 1, ""), ev("stop", 14*sec+6e8, 100, 1, ""), start(14*sec+7e8, 200, 2, 1, ""))
+	rd := faultRound(1, faultStop, variantPlain, 1, 10*sec, 14*sec+5e8, evs[2]) // 4.7s > TTL 3s + 1s
+	rd.storeBlocked = true
+	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if len(res.violations) != 0 || len(res.known["L1"]) != 1 {
+		t.Errorf("violations %q, known %v; want none and L1", res.violations, res.known)
+	}
+	rd.storeBlocked = false
+	if res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "more than TTL") {
+		t.Errorf("violations %q; want a late leader", res.violations)
+	}
+}

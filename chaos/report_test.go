@@ -44,6 +44,12 @@ func summarize(w io.Writer, store string, res *result, tm timing, bound time.Dur
 		r := get(rd.kind, rd.variant)
 		byToken[rd.token] = r
 		r.n++
+		for _, rounds := range res.known {
+			if rounds[rd.n] {
+				r.known++
+				break
+			}
+		}
 		r.orphans += len(rd.orphans)
 		r.staleAccepted += res.staleAccepted[rd.token]
 		r.staleRefused += res.staleRefused[rd.token]
@@ -66,9 +72,6 @@ func summarize(w io.Writer, store string, res *result, tm timing, bound time.Dur
 		case "frozen":
 			r.frozen++
 			r.maxFrozen = max(r.maxFrozen, o.dur)
-		case "":
-		default:
-			r.known++
 		}
 	}
 	for tok, n := range res.staleAccepted {
@@ -87,7 +90,7 @@ func summarize(w io.Writer, store string, res *result, tm timing, bound time.Dur
 	fmt.Fprintf(w, "\n== chaos: %s — %d rounds (%d skipped) in %v, seed %d, ttl %v, kill-grace %v, renew-deadline %v (derived), new-leader bound ttl+%v\n",
 		store, len(res.rounds), skipped, elapsed.Round(time.Second), seed, tm.ttl, tm.grace, tm.deadline, bound)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tchild\tfaults\toverlaps\tfrozen\tknown-defect\tstale-accepted\tstale-refused\torphans\tbad-exit\tlate-leader\tmax-new-leader\tp99-new-leader\t")
+	fmt.Fprintln(tw, "fault\tchild\tfaults\toverlaps\tfrozen\tknown-defect-rounds\tstale-accepted\tstale-refused\torphans\tbad-exit\tlate-leader\tmax-new-leader\tp99-new-leader\t")
 	total := &row{kind: "total", variant: ""}
 	line := func(r *row) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n",
