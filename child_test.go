@@ -41,7 +41,8 @@ func childMain() {
 		writeFile(*orphan, fmt.Sprint(startSleeper()))
 	}
 	if *ready != "" {
-		writeFile(*ready, fmt.Sprintf("%d at=%d token=%s name=%s holder=%s", os.Getpid(), time.Now().UnixNano(),
+		pidns, _ := os.Readlink("/proc/self/ns/pid")
+		writeFile(*ready, fmt.Sprintf("%d at=%d pidns=%s token=%s name=%s holder=%s", os.Getpid(), time.Now().UnixNano(), pidns,
 			os.Getenv("LEADERRUN_TOKEN"), os.Getenv("LEADERRUN_NAME"), os.Getenv("LEADERRUN_HOLDER")))
 	}
 	if *exitCode >= 0 {

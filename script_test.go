@@ -26,6 +26,7 @@ import (
 	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 	_ "github.com/leaderrun/leaderrun/lease/sqlite"
 	"github.com/leaderrun/leaderrun/signals"
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // TestMain maps leaderrun and the helper child into the test binary, so the
@@ -36,10 +37,10 @@ func TestMain(m *testing.M) {
 			// As main does, but first tell the script our pid.
 			sigs := make(chan os.Signal, 16)
 			signals.Notify(sigs)
-			if f := os.Getenv("TEST_PIDFILE"); f != "" {
+			if f := os.Getenv("TEST_PIDFILE"); f != "" && !supervise.IsNamespaceInit() {
 				writeFile(f, strconv.Itoa(os.Getpid()))
 			}
-			if f := os.Getenv("TEST_STDERR"); f != "" {
+			if f := os.Getenv("TEST_STDERR"); f != "" && !supervise.IsNamespaceInit() {
 				redirectStderr(f)
 			}
 			os.Exit(cmdMain(sigs))
@@ -93,6 +94,7 @@ func TestScripts(t *testing.T) {
 			"earlier":  cmdEarlier,
 			"renewed":  cmdRenewed,
 			"freeport": cmdFreePort,
+			"nsgone":   cmdNSGone,
 			"httpget":  cmdHTTPGet,
 		},
 	})
@@ -402,4 +404,32 @@ func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
 	if resp.StatusCode != want {
 		ts.Fatalf("GET %s: %s, want %d; body: %s", args[1], resp.Status, want, body)
 	}
+}
+
+// nsgone READYFILE: wait until no process is left in the PID namespace that
+// the child's ready file names (pidns=pid:[N]).
+func cmdNSGone(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: nsgone READYFILE")
+	}
+	var ns string
+	for _, f := range strings.Fields(ts.ReadFile(args[0])) {
+		if v, ok := strings.CutPrefix(f, "pidns="); ok {
+			ns = v
+		}
+	}
+	if ns == "" {
+		ts.Fatalf("no pidns= in %s", args[0])
+	}
+	waitFor(ts, "every process of "+ns+" to exit", func() bool {
+		procs, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
+		for _, p := range procs {
+			if link, err := os.Readlink(p); err == nil && link == ns {
+				if pid, err := strconv.Atoi(strings.Split(p, "/")[2]); err == nil && processAlive(pid) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/signals"
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // Version is set at build time with -ldflags "-X .../cmd.Version=v1.2.3".
@@ -99,6 +100,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), Usage: "how long a leader trusts its tenure after sending its last successful renew (default ttl − kill-grace − 2s)"},
 		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace, Usage: "time between the stop signal and SIGKILL"},
 		&cli.StringFlag{Name: "stop-signal", EnvVars: env("stop-signal"), Value: "TERM", Usage: "signal that asks the command to stop"},
+		&cli.BoolFlag{Name: "pid-namespace", EnvVars: env("pid-namespace"), Usage: "run COMMAND in a new PID namespace, so that every descendant dies with leaderrun even when leaderrun is SIGKILLed (needs root or CAP_SYS_ADMIN; COMMAND's parent is then PID 1 of that namespace)"},
 		&cli.BoolFlag{Name: "once", EnvVars: env("once"), Usage: "exit with the command's status after one tenure instead of campaigning again"},
 		&cli.DurationFlag{Name: "acquire-timeout", EnvVars: env("acquire-timeout"), Usage: "give up (exit 124) when the lease is not acquired within this long (default: wait for ever)"},
 		&cli.DurationFlag{Name: "restart-delay", EnvVars: env("restart-delay"), Value: config.DefaultRestartDelay, Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m"},
@@ -111,8 +113,9 @@ func runFlags() []cli.Flag {
 // runConfig is everything runLeader needs beyond config.Config.
 type runConfig struct {
 	config.Config
-	StopSignal syscall.Signal
-	HTTPAddr   string
+	StopSignal   syscall.Signal
+	HTTPAddr     string
+	PIDNamespace bool
 }
 
 // configFrom reads and validates the options; every problem is reported at
@@ -153,6 +156,12 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 	}
 	rc.StopSignal = sig
 	rc.HTTPAddr = c.String("http-addr")
+	rc.PIDNamespace = c.Bool("pid-namespace")
+	if rc.PIDNamespace {
+		if err := supervise.CheckNamespace(); err != nil {
+			problems = append(problems, fmt.Sprintf("--pid-namespace: %v", err))
+		}
+	}
 	logs, err := newLogSettings(c.String("log-format"), c.String("log-level"))
 	if err != nil {
 		problems = append(problems, err.Error())

@@ -44,7 +44,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &usage), errors.As(err, &field), errors.Is(err, lease.ErrRefused):
+	case errors.As(err, &usage), errors.As(err, &field), errors.Is(err, lease.ErrRefused),
+		errors.Is(err, supervise.ErrNamespace):
 		return ExitUsage
 	case errors.Is(err, errNoSuchLease):
 		return ExitNoSuchLease

@@ -18,6 +18,9 @@ import (
 // anything else ran. Main never calls os.Exit, except to re-raise the
 // child's fatal signal so that leaderrun's parent sees it.
 func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
+	if supervise.IsNamespaceInit() {
+		return supervise.RunInit(sigs) // this process is --pid-namespace's init
+	}
 	flags, command := splitCommand(args)
 	app := newApp(sigs, command, stdout, stderr)
 	err := app.Run(flags)

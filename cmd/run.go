@@ -294,12 +294,13 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 	// child starts waits for it instead of finding no child to forward to.
 	l.mu.Lock()
 	child, err := supervise.Start(supervise.Spec{
-		Path:       l.cfg.Command[0],
-		Args:       l.cfg.Command,
-		Env:        l.childEnv(ten),
-		StopSignal: l.cfg.StopSignal,
-		KillGrace:  l.cfg.KillGrace,
-		Logger:     log,
+		Path:         l.cfg.Command[0],
+		Args:         l.cfg.Command,
+		Env:          l.childEnv(ten),
+		StopSignal:   l.cfg.StopSignal,
+		KillGrace:    l.cfg.KillGrace,
+		Logger:       log,
+		PIDNamespace: l.cfg.PIDNamespace,
 	})
 	if err == nil {
 		l.child = child

@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -84,13 +85,31 @@ func (c *Child) run(path string, started chan<- error) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	exe, args := path, c.spec.Args
+	var ns *nsLaunch
+	if c.spec.PIDNamespace {
+		var err error
+		if exe, args, ns, err = c.prepareNamespace(path, attr); err != nil {
+			started <- err
+			return
+		}
+	}
 	err := theReaper.fork(c, func() (int, error) {
-		return syscall.ForkExec(path, c.spec.Args, attr)
+		return syscall.ForkExec(exe, args, attr)
 	})
 	runtime.KeepAlive(c.spec.Stdin)
 	runtime.KeepAlive(c.spec.Stdout)
 	runtime.KeepAlive(c.spec.Stderr)
+	if ns != nil {
+		ns.write.Close()
+	}
 	if err != nil {
+		if ns != nil {
+			ns.status.Close()
+			if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
+				err = ErrNamespace
+			}
+		}
 		started <- forkError(c.spec.Path, err)
 		return
 	}
@@ -98,6 +117,12 @@ func (c *Child) run(path string, started chan<- error) {
 	started <- nil
 
 	<-c.reaped
+	if ns != nil {
+		st := ns.finish(c.Status())
+		theReaper.mu.Lock()
+		c.status = st
+		theReaper.mu.Unlock()
+	}
 	if fg {
 		if err := reclaimForeground(); err != nil {
 			c.logger.Warn("cannot take back the terminal", "err", err)

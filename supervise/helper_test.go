@@ -24,6 +24,11 @@ const helperEnv = "SUPERVISE_HELPER"
 const quickRaceExit = "GORACE=atexit_sleep_ms=0"
 
 func TestMain(m *testing.M) {
+	if IsNamespaceInit() {
+		sigs := make(chan os.Signal, 16)
+		signals.Notify(sigs)
+		os.Exit(RunInit(sigs))
+	}
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}
@@ -58,6 +63,8 @@ func helper(mode string, args []string) int {
 		writeFile(args[0], strings.Join(os.Environ(), "\n"))
 	case "escape": // escape PIDFILE: a grandchild in a new session, then sleep
 		pid := spawn("sleep", []string{args[0] + ".grandchild-ready"}, &syscall.SysProcAttr{Setsid: true})
+		ns, _ := os.Readlink("/proc/self/ns/pid")
+		writeFile(args[0]+".pidns", ns)
 		writeFile(args[0], strconv.Itoa(pid))
 		time.Sleep(time.Hour)
 	case "orphan": // orphan PIDFILE GOFILE: a grandchild that exits once GOFILE exists; exit now
@@ -71,6 +78,20 @@ func helper(mode string, args []string) int {
 		for !exists(args[0]) {
 			time.Sleep(5 * time.Millisecond)
 		}
+	case "supervise-ns": // supervise-ns PIDFILE: run "escape PIDFILE" under Start in a PID namespace
+		c, err := Start(Spec{
+			Path:         os.Args[0],
+			Args:         []string{os.Args[0], args[0]},
+			Env:          helperEnviron(os.Environ(), "escape"),
+			PIDNamespace: true,
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		waitFileHelper(args[0] + ".grandchild-ready")
+		writeFile(args[0]+".supervisor", strconv.Itoa(c.Pid()))
+		time.Sleep(time.Hour)
 	case "supervise": // supervise PIDFILE: run "sleep" under Start, churn threads, write its pid
 		c, err := Start(Spec{
 			Path: os.Args[0],

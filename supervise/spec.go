@@ -38,6 +38,13 @@ type Spec struct {
 	Stdin, Stdout, Stderr *os.File
 	// Logger receives the package's log lines; nil discards them.
 	Logger *slog.Logger
+	// PIDNamespace runs the command in a new PID namespace under a small
+	// init (this program again; see RunInit), so that every descendant
+	// dies with it even when this process is SIGKILLed. It needs root or
+	// CAP_SYS_ADMIN (else Start fails with ErrNamespace), and the command
+	// sees the namespace's pids, with its own /proc. The program must call
+	// RunInit first thing when IsNamespaceInit reports true.
+	PIDNamespace bool
 }
 
 // Defaults for the zero values of Spec.

@@ -1,0 +1,177 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// With Spec.PIDNamespace, Start does not exec the command itself. It starts
+// this program again as the init (PID 1) of a new PID namespace, and that
+// init runs the command as its child. When the init dies for any reason —
+// also when this process is SIGKILLed and Pdeathsig kills the init — the
+// kernel kills every process left in the namespace: no descendant survives,
+// wherever it moved in the process tree.
+
+// initEnv marks the namespace's init. Its value is "FD SIGNAL GRACE": the
+// status pipe's descriptor, the stop signal and the kill grace in
+// nanoseconds.
+const initEnv = "LEADERRUN_INTERNAL_PIDNS_INIT"
+
+// initStatusFD is where the init finds the write end of the status pipe.
+const initStatusFD = 3
+
+// ErrNamespace means a PID namespace could not be created: that takes root
+// or CAP_SYS_ADMIN.
+var ErrNamespace = errors.New("cannot create a PID namespace (needs root or CAP_SYS_ADMIN)")
+
+// IsNamespaceInit reports whether this process was started by Start as the
+// init of a PID namespace. Such a process must run RunInit and exit with
+// its result before doing anything else.
+func IsNamespaceInit() bool { return os.Getenv(initEnv) != "" }
+
+// RunInit is the init of a PID namespace that Start created: it runs the
+// command named by its arguments (path, then argv), forwards the signals it
+// receives on sigs to the command's process group, reaps every process in
+// the namespace, stops what the command leaves behind, reports the
+// command's Status to its parent through the status pipe, and returns the
+// exit code for this process.
+func RunInit(sigs <-chan os.Signal) int {
+	fd, stopSig, grace, err := parseInitEnv(os.Getenv(initEnv))
+	os.Unsetenv(initEnv)
+	if err != nil || len(os.Args) < 3 {
+		fmt.Fprintf(os.Stderr, "leaderrun: namespace init: bad arguments (%v)\n", err)
+		return 125
+	}
+	status := os.NewFile(uintptr(fd), "status")
+	defer status.Close()
+	remountProc()
+
+	child, err := Start(Spec{Path: os.Args[1], Args: os.Args[2:], StopSignal: stopSig, KillGrace: grace})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "leaderrun: %v\n", err)
+		st := Status{Code: 126}
+		if errors.Is(err, ErrNotFound) {
+			st.Code = 127
+		}
+		io.WriteString(status, encodeStatus(st))
+		return st.Code
+	}
+	for {
+		select {
+		case s := <-sigs:
+			if sig, ok := s.(syscall.Signal); ok {
+				child.Signal(sig)
+			}
+		case <-child.Done():
+			st := child.Stop() // what the command left behind gets its grace too
+			io.WriteString(status, encodeStatus(st))
+			return 0
+		}
+	}
+}
+
+// remountProc gives the namespace its own /proc, so that the command sees
+// its own pids there. It is best effort: without it /proc is the host's.
+func remountProc() {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return
+	}
+	unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+func initEnvValue(stop syscall.Signal, grace time.Duration) string {
+	return fmt.Sprintf("%s=%d %d %d", initEnv, initStatusFD, int(stop), int64(grace))
+}
+
+func parseInitEnv(v string) (fd int, stop syscall.Signal, grace time.Duration, err error) {
+	f := strings.Fields(v)
+	if len(f) != 3 {
+		return 0, 0, 0, fmt.Errorf("%s=%q", initEnv, v)
+	}
+	n := make([]int64, 3)
+	for i, s := range f {
+		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s=%q: %w", initEnv, v, err)
+		}
+	}
+	return int(n[0]), syscall.Signal(n[1]), time.Duration(n[2]), nil
+}
+
+// encodeStatus and decodeStatus carry a Status through the status pipe.
+func encodeStatus(s Status) string { return fmt.Sprintf("%d %d\n", s.Code, int(s.Signal)) }
+
+func decodeStatus(b []byte) (Status, bool) {
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return Status{}, false
+	}
+	code, err1 := strconv.Atoi(f[0])
+	sig, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return Status{}, false
+	}
+	return Status{Code: code, Signal: syscall.Signal(sig)}, true
+}
+
+// nsLaunch is how run starts a child in its own PID namespace: this
+// program as the namespace's init, with the command after it.
+type nsLaunch struct {
+	status *os.File // read end of the status pipe
+	write  *os.File // write end, closed in this process once forked
+}
+
+// prepareNamespace rewrites what run forks: path and args become this
+// program's, the command's path and argv follow, and the status pipe is
+// passed as descriptor 3.
+func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, []string, *nsLaunch, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("start %q in a PID namespace: %w", c.spec.Path, err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("start %q in a PID namespace: %w", c.spec.Path, err)
+	}
+	attr.Files = append(attr.Files, w.Fd())
+	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], initEnvValue(c.spec.StopSignal, c.spec.KillGrace))
+	attr.Sys.Cloneflags = unix.CLONE_NEWPID | unix.CLONE_NEWNS
+	args := append([]string{os.Args[0], path}, c.spec.Args...)
+	return self, args, &nsLaunch{status: r, write: w}, nil
+}
+
+// finish reads the command's status that the init reported; the init's own
+// status stands when it reported none (it was killed).
+func (l *nsLaunch) finish(st Status) Status {
+	defer l.status.Close()
+	b, _ := io.ReadAll(l.status)
+	if reported, ok := decodeStatus(b); ok {
+		return reported
+	}
+	return st
+}
+
+// CheckNamespace reports whether Start can create PID namespaces, without
+// starting anything: it returns ErrNamespace when it cannot.
+func CheckNamespace() error {
+	result := make(chan error, 1)
+	go func() {
+		// The unshare changes this thread's namespace for its future
+		// children; the thread is never unlocked, so it exits with the
+		// goroutine and nothing else ever forks from it.
+		runtime.LockOSThread()
+		result <- unix.Unshare(unix.CLONE_NEWPID)
+	}()
+	if err := <-result; err != nil {
+		return fmt.Errorf("%w: %w", ErrNamespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package supervise
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// requireNamespaces skips when this process may not create PID namespaces.
+func requireNamespaces(t *testing.T) {
+	t.Helper()
+	c, err := Start(Spec{Path: os.Args[0], Args: []string{os.Args[0], "0"},
+		Env: helperEnviron(os.Environ(), "exit"), PIDNamespace: true})
+	if errors.Is(err, ErrNamespace) {
+		t.Skipf("cannot create PID namespaces here (%v); CI runs as root", err)
+	}
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitDone(t, c)
+}
+
+func TestPIDNamespaceStatusPassesThrough(t *testing.T) {
+	requireNamespaces(t)
+	c := startHelper(t, Spec{PIDNamespace: true}, "exit", "3")
+	if got, want := waitDone(t, c), (Status{Code: 3}); got != want {
+		t.Errorf("exit 3 through the namespace's init: status %v, want %v", got, want)
+	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	c = startHelper(t, Spec{PIDNamespace: true}, "sleep", ready)
+	waitFile(t, ready)
+	if got, want := c.Stop(), (Status{Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Stop through the namespace's init: status %v, want %v", got, want)
+	}
+}
+
+func TestPIDNamespaceForwardsSignals(t *testing.T) {
+	requireNamespaces(t)
+	dir := t.TempDir()
+	log, ready := filepath.Join(dir, "log"), filepath.Join(dir, "ready")
+	c := startHelper(t, Spec{PIDNamespace: true}, "record", log, ready)
+	waitFile(t, ready)
+	if err := c.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SIGUSR1 in the child's log", func() bool {
+		data, _ := os.ReadFile(log)
+		return strings.Contains(string(data), "SIGUSR1")
+	})
+}
+
+// TestPIDNamespaceDiesWithSupervisor SIGKILLs a supervisor whose child left
+// a grandchild in another session, and checks that nothing of the
+// namespace survives: the regression test for descendants outliving a
+// SIGKILLed leaderrun.
+func TestPIDNamespaceDiesWithSupervisor(t *testing.T) {
+	requireNamespaces(t)
+	pidfile := filepath.Join(t.TempDir(), "grandchild")
+	sup := startHelper(t, Spec{}, "supervise-ns", pidfile)
+	waitFile(t, pidfile+".supervisor")
+	ns := strings.TrimSpace(waitFile(t, pidfile+".pidns"))
+	if got := len(inNamespace(ns)); got < 3 {
+		t.Fatalf("%d live processes in %s, want init, child and grandchild", got, ns)
+	}
+	if err := sup.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, sup)
+	deadline := time.Now().Add(testTimeout)
+	for len(inNamespace(ns)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of %s alive %v after their supervisor was SIGKILLed", inNamespace(ns), ns, testTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// inNamespace lists the live (not zombie) processes in PID namespace ns
+// ("pid:[N]").
+func inNamespace(ns string) []int {
+	var pids []int
+	links, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
+	for _, l := range links {
+		if target, err := os.Readlink(l); err != nil || target != ns {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.Split(l, "/")[2])
+		if err != nil {
+			continue
+		}
+		if st := procState(pid); st != "" && st != "Z" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
