@@ -13,6 +13,8 @@ import (
 type idleResult struct {
 	Store, Role string
 	RSSKB       int64 // VmRSS at the end of the window
+	AnonKB      int64 // RssAnon: the process's own memory
+	FileKB      int64 // RssFile: mapped file pages, mostly the binary's, shared through the page cache
 	HWMKB       int64 // VmHWM: the peak RSS since start
 	CPU         time.Duration
 	Window      time.Duration
@@ -57,6 +59,8 @@ func (b *bench) measureIdle(store, dsn string, window time.Duration) []idleResul
 		res.CPU = c1 - c0[i]
 		res.RSSKB, _ = statusKB(r.p.pid, "VmRSS")
 		res.HWMKB, _ = statusKB(r.p.pid, "VmHWM")
+		res.AnonKB, _ = statusKB(r.p.pid, "RssAnon")
+		res.FileKB, _ = statusKB(r.p.pid, "RssFile")
 		out = append(out, res)
 	}
 	return out

@@ -2,8 +2,8 @@
 // DESIGN §8, and etcdctl lock on a local etcd as a peer, with real
 // processes and real signals, and writes the results as Markdown.
 //
-//	go run ./bench -out BENCHMARKS.md          # full run, about 12 minutes
-//	go run ./bench -quick -out /tmp/quick.md   # about 2 minutes
+//	go run ./bench -out BENCHMARKS.md          # full run, about 5 minutes
+//	go run ./bench -quick -out /tmp/quick.md   # under 2 minutes
 //
 // It builds leaderrun (CGO_ENABLED=0, as `make build` does) and a small
 // child program into a temp dir, starts every process in a process group

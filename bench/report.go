@@ -372,8 +372,9 @@ func (r *report) costSection(w *mdw) {
 			r.Cal.FcntlPerRead, r.Cal.FsyncPerRead, r.Cal.FcntlPerWrite, r.Cal.FsyncPerWrite)
 		w.p("  write; reads = (fcntl − writes × fcntl per write) ÷ fcntl per read. Counted: every transaction on the")
 		w.p("  file, including the `PRAGMA data_version` polls of followers (each a read transaction, like `Get`). The")
-		w.p("  conversion assumes every read transaction takes and drops a WAL read lock as `Get` does; leaderrun's")
-		w.p("  own three connections per process do not share locks, so none is elided.")
+		w.p("  conversion assumes every read transaction takes and drops a WAL read lock as `Get` does. Two")
+		w.p("  connections of one process reading at the same instant share one lock (SQLite tracks WAL-index locks per")
+		w.p("  process) and would count once; in an idle follower that overlap is rare, so this errs low, not high.")
 	}
 	for _, c := range costs {
 		if c.Store == "SQLite" && c.Err == "" && c.Leader != nil {
@@ -437,15 +438,21 @@ func (r *report) footprintSection(w *mdw) {
 	w.p("Idle leader and standby (default timings), sampled over %v after 3 s of warm-up: RSS from", r.Opt.IdleWindow)
 	w.p("`/proc/PID/status` (VmRSS at the end, VmHWM the peak since start), CPU from utime+stime in `/proc/PID/stat`.")
 	w.p("")
-	w.p("| store | role | VmRSS | VmHWM | CPU (%% of one core) | target |")
-	w.p("|---|---|---|---|---|---|")
-	for _, i := range r.Idle {
+	w.p("| store | role | VmRSS | of which RssAnon / RssFile | VmHWM | CPU (%% of one core) | target |")
+	w.p("|---|---|---|---|---|---|---|")
+	idle := slices.Clone(r.Idle)
+	slices.SortStableFunc(idle, func(a, b idleResult) int { return strings.Compare(b.Store, a.Store) })
+	for _, i := range idle {
 		if i.Err != "" {
-			w.p("| %s | %s | error: %s | | | |", i.Store, i.Role, i.Err)
+			w.p("| %s | %s | error: %s | | | | |", i.Store, i.Role, i.Err)
 			continue
 		}
-		w.p("| %s | %s | %.1f MB | %.1f MB | %.2f%% | RSS ≤ 20 MB: %s |", i.Store, i.Role, float64(i.RSSKB)/1024, float64(i.HWMKB)/1024, i.CPUPercent(), met(i.RSSKB <= targetIdleRSSKB))
+		w.p("| %s | %s | %.1f MB | %.1f / %.1f MB | %.1f MB | %.2f%% | RSS ≤ 20 MB: %s |", i.Store, i.Role, float64(i.RSSKB)/1024,
+			float64(i.AnonKB)/1024, float64(i.FileKB)/1024, float64(i.HWMKB)/1024, i.CPUPercent(), met(i.RSSKB <= targetIdleRSSKB))
 	}
+	w.p("")
+	w.p("RssFile is pages of mapped files — nearly all the leaderrun binary itself — which replicas on one host share")
+	w.p("through the page cache; RssAnon is each process's own memory.")
 	w.p("")
 	w.p("Binary: %.1f MB (%d bytes).", float64(r.BinSize)/1e6, r.BinSize)
 	w.p("")
@@ -481,15 +488,20 @@ func (r *report) peerSection(w *mdw) {
 	}
 	w.p("etcd %s, one member on 127.0.0.1 (data dir in a temp dir, started and stopped by the benchmark); replicas are", r.EtcdVer)
 	w.p("`etcdctl --endpoints 127.0.0.1:PORT lock --ttl=N NAME -- child`. Its rows are in the tables of sections 1 and 2.")
-	w.p("Install on Debian/Ubuntu with `apt-get install etcd-server etcd-client`; the benchmark installs nothing and")
+	w.p("Install on Debian/Ubuntu with `apt-get update && apt-get install -y etcd-server etcd-client` (the package")
+	w.p("also enables an etcd service; the benchmark starts its own on free loopback ports). It installs nothing and")
 	w.p("reports the peer as missing when `etcd` or `etcdctl` is not on PATH.")
 	w.p("")
 	p := r.TermProbe
 	if p.Ran {
 		w.p("SIGTERM to the etcdctl process alone (not its group), %s later: its child still running: **%s**; etcdctl still", p.ChildRunningAt.Round(time.Millisecond), yesNo(p.ChildRunning))
-		w.p("running: %s; the lock moved to another replica: %s. etcdctl does not forward the signal to the command it runs,", yesNo(p.HolderRunning), yesNo(p.LockMoved))
-		w.p("so section 1 stops etcdctl's whole process group, as a service manager or a terminal's Ctrl-C would.")
-		w.p("leaderrun is stopped by signalling the leaderrun process only.")
+		if p.ChildRunning && !p.LockMoved {
+			w.p("running: %s; the lock moved to another replica: no. etcdctl does not pass the signal on to the command it", yesNo(p.HolderRunning))
+			w.p("runs and keeps the lock while that runs, so section 1 stops etcdctl's whole process group, as a service")
+			w.p("manager or a terminal's Ctrl-C would. leaderrun is stopped by signalling the leaderrun process only.")
+		} else {
+			w.p("running: %s; the lock moved to another replica: %s. Section 1 stopped etcdctl's whole process group.", yesNo(p.HolderRunning), yesNo(p.LockMoved))
+		}
 		w.p("")
 	}
 	var alive, runs int

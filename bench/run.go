@@ -124,7 +124,7 @@ func (b *bench) run(ctx context.Context) *report {
 	switch {
 	case b.etcd == "" || b.etcdctl == "":
 		rep.PeerNote = "etcd and etcdctl are not on PATH: the peer (etcdctl lock) was NOT measured. " +
-			"On Debian: apt-get install etcd-server etcd-client."
+			"On Debian: apt-get update && apt-get install -y etcd-server etcd-client."
 	case b.want("handoff") || b.want("crash"):
 		if out, err := exec.Command(b.etcd, "--version").Output(); err == nil {
 			rep.EtcdVer = strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "etcd Version: ")
