@@ -67,7 +67,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, refused(err))
 	}
-	s := &Store{path: abs, clock: theClock(), db: db, watch: newWatcher(watchDB)}
+	s := &Store{path: abs, clock: theClock(), db: db, watch: newWatcher(watchDB, abs+wakeSuffix)}
 	if err := retryBusy(ctx, openBusyBudget, func() error { return s.createTable(ctx) }); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, classify(err))
@@ -276,6 +276,7 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
 		}
 		if len(rows) == 1 {
+			s.wake()
 			rec, err := s.record(rows[0])
 			if err != nil {
 				return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
@@ -338,6 +339,7 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 	if len(rows) == 0 {
 		return fmt.Errorf("release lease %q: %w", name, lease.ErrLost)
 	}
+	s.wake()
 	return nil
 }
 
@@ -357,6 +359,7 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 		return lease.Record{}, fmt.Errorf("step down lease %q: %w", name, err)
 	}
 	if len(rows) == 1 {
+		s.wake()
 		return s.recordAt(rows[0], now), nil
 	}
 	cur, err := s.Get(ctx, name)

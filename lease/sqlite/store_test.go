@@ -67,6 +67,32 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceWithoutInotify runs the suite with waiters polling
+// PRAGMA data_version, as where inotify is not available.
+func TestConformanceWithoutInotify(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "leaderrun.db")
+		return leasetest.Harness{
+			Open: func(t *testing.T) lease.Store {
+				s, err := Open(ctx(t), path, Options{})
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				// A wake file in a directory that does not exist cannot
+				// be watched: the watcher falls back to polling.
+				s.watch.wakePath = filepath.Join(dir, "missing", "x-wake")
+				return s
+			},
+			Delete: func(t *testing.T, name string) {
+				if _, err := rawDB(t, path).Exec(`DELETE FROM leases WHERE name = ?`, name); err != nil {
+					t.Fatalf("delete %q: %v", name, err)
+				}
+			},
+		}
+	})
+}
+
 func TestPragmas(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "leaderrun.db"))
 	for _, p := range []struct{ pragma, want string }{

@@ -11,17 +11,19 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// pollInterval is how often a Store with waiters reads PRAGMA data_version.
-// It bounds how late a waiter learns of a release in another process.
+// pollInterval is how often a Store with waiters reads PRAGMA data_version
+// where inotify is not available. It bounds how late a waiter then learns
+// of a release in another process.
 const pollInterval = 25 * time.Millisecond
 
 // Wait implements lease.Store. It returns nil as soon as the holder, token,
 // released or step-down flag of name (or whether it exists) differs from
-// what they were when Wait began; renewals do not wake it. It notices a change within
-// about pollInterval: one connection per Store polls PRAGMA data_version,
-// which is cheap, and only when that moves does each waiter re-read its
-// row. A store error ends Wait early with nil, a spurious wake-up; the
-// caller's next operation reports the error.
+// what they were when Wait began; renewals do not wake it. A change of
+// hands writes the wake file, which one inotify watch per Store sees at
+// once; each waiter then re-reads its row. Without inotify, one connection
+// per Store polls PRAGMA data_version every pollInterval instead. A store
+// error ends Wait early with nil, a spurious wake-up; the caller's next
+// operation reports the error.
 func (s *Store) Wait(ctx context.Context, name string, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -78,12 +80,14 @@ func (s *Store) owner(ctx context.Context, name string) (owner, error) {
 	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}, nil
 }
 
-// watcher polls PRAGMA data_version on one dedicated connection while any
-// Wait is running, and tells the waiters when the database may have
-// changed. data_version moves whenever another connection, in this process
-// or another, commits a change.
+// watcher tells the waiters when a name in the database may have changed
+// hands, while any Wait is running: it watches the wake file with inotify,
+// or else polls PRAGMA data_version on one dedicated connection.
+// data_version moves whenever another connection, in this process or
+// another, commits a change.
 type watcher struct {
-	db *sql.DB // a pool of one connection, used only by run
+	db       *sql.DB // a pool of one connection, used only by run
+	wakePath string
 
 	mu      sync.Mutex    // guards the fields below
 	waiters int           // Waits subscribed
@@ -93,10 +97,10 @@ type watcher struct {
 	closed  bool
 }
 
-func newWatcher(db *sql.DB) *watcher {
+func newWatcher(db *sql.DB, wakePath string) *watcher {
 	done := make(chan struct{})
 	close(done)
-	return &watcher{db: db, changed: make(chan struct{}), done: done}
+	return &watcher{db: db, wakePath: wakePath, changed: make(chan struct{}), done: done}
 }
 
 // subscribe registers a waiter, starting the poller if it is the first.
@@ -129,13 +133,34 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 	return changed, done
 }
 
-// run polls until ctx ends, then closes finished. It starts only once the
-// previous poller, which ends when prev is closed, has let go of the
-// connection. The first successful poll after a start or an error also
-// wakes the waiters: a change may have slipped in before it.
+// run watches until ctx ends, then closes finished. It starts only once the
+// previous run, which ends when prev is closed, has let go of its
+// resources. Once watching, it wakes the waiters once: a change may have
+// slipped in before it.
 func (w *watcher) run(ctx context.Context, prev <-chan struct{}, finished chan<- struct{}) {
 	defer close(finished)
-	<-prev             // cancelled before this poller started, so it ends promptly
+	<-prev // cancelled before this run started, so it ends promptly
+	if ww, err := watchWake(w.wakePath); err == nil {
+		w.notified(ctx, ww)
+		return
+	}
+	w.poll(ctx)
+}
+
+// notified wakes the waiters whenever the wake file is written.
+func (w *watcher) notified(ctx context.Context, ww *wakeWatch) {
+	stop := context.AfterFunc(ctx, func() { ww.Close() })
+	defer stop()
+	defer ww.Close()
+	w.broadcast()
+	for ww.next() == nil {
+		w.broadcast()
+	}
+}
+
+// poll reads PRAGMA data_version every pollInterval and wakes the waiters
+// when it moves, or after an error.
+func (w *watcher) poll(ctx context.Context) {
 	var conn *sql.Conn // the dedicated connection; nil after an error
 	defer func() {
 		if conn != nil {
@@ -146,7 +171,7 @@ func (w *watcher) run(ctx context.Context, prev <-chan struct{}, finished chan<-
 	defer tick.Stop()
 	last := int64(-1) // data_version seen last; -1 for none
 	for {
-		v, err := w.poll(ctx, &conn)
+		v, err := w.dataVersion(ctx, &conn)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -169,7 +194,7 @@ func (w *watcher) run(ctx context.Context, prev <-chan struct{}, finished chan<-
 	}
 }
 
-func (w *watcher) poll(ctx context.Context, conn **sql.Conn) (int64, error) {
+func (w *watcher) dataVersion(ctx context.Context, conn **sql.Conn) (int64, error) {
 	if *conn == nil {
 		c, err := w.db.Conn(ctx)
 		if err != nil {
