@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -31,6 +32,9 @@ type Store struct {
 	clock hostClock
 	db    *sql.DB // reads and single-statement writes; poolSize connections
 	watch *watcher
+
+	mu        sync.Mutex       // guards candidate
+	candidate map[string]int64 // name+"\x00"+holder → seen_ms last written
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -283,7 +287,7 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 			}
 			return rec, nil
 		}
-		if _, err := s.queryRows(ctx, candidateSQL, name, holder, s.clock.bootID, now.millis()+2*ttlMs); err != nil {
+		if err := s.recordCandidate(ctx, name, holder, now.millis(), ttlMs); err != nil {
 			return lease.Record{}, fmt.Errorf("acquire lease %q: record candidate: %w", name, err)
 		}
 		cur, err := s.Get(ctx, name)
@@ -340,6 +344,30 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 		return fmt.Errorf("release lease %q: %w", name, lease.ErrLost)
 	}
 	s.wake()
+	return nil
+}
+
+// recordCandidate marks holder as campaigning for name until now + 2×ttl.
+// It writes only when the mark it wrote last has less than ttl left, so a
+// follower that wakes up often does not write each time.
+func (s *Store) recordCandidate(ctx context.Context, name, holder string, nowMs, ttlMs int64) error {
+	key := name + "\x00" + holder
+	s.mu.Lock()
+	fresh := nowMs < s.candidate[key]-ttlMs
+	s.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	seen := nowMs + 2*ttlMs
+	if _, err := s.queryRows(ctx, candidateSQL, name, holder, s.clock.bootID, seen); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.candidate == nil {
+		s.candidate = make(map[string]int64)
+	}
+	s.candidate[key] = seen
 	return nil
 }
 

@@ -103,7 +103,9 @@ func newWatcher(db *sql.DB, wakePath string) *watcher {
 	return &watcher{db: db, wakePath: wakePath, changed: make(chan struct{}), done: done}
 }
 
-// subscribe registers a waiter, starting the poller if it is the first.
+// subscribe registers a waiter, starting a watch if it is the first.
+// Where inotify works, the watch is in place when subscribe returns, so a
+// change after the caller reads its starting state cannot be missed.
 // changed returns the channel that the next change closes; done ends the
 // subscription and must be called once.
 func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
@@ -114,7 +116,11 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		prev, finished := w.done, make(chan struct{})
 		w.stop, w.done = cancel, finished
-		go w.run(ctx, prev, finished)
+		ww, err := watchWake(w.wakePath)
+		if err != nil {
+			ww = nil // poll instead
+		}
+		go w.run(ctx, ww, prev, finished)
 	}
 	changed = func() <-chan struct{} {
 		w.mu.Lock()
@@ -133,14 +139,14 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 	return changed, done
 }
 
-// run watches until ctx ends, then closes finished. It starts only once the
-// previous run, which ends when prev is closed, has let go of its
-// resources. Once watching, it wakes the waiters once: a change may have
-// slipped in before it.
-func (w *watcher) run(ctx context.Context, prev <-chan struct{}, finished chan<- struct{}) {
+// run watches until ctx ends, then closes finished: through ww when
+// subscribe could start an inotify watch, else by polling. It starts only
+// once the previous run, which ends when prev is closed, has let go of the
+// polling connection.
+func (w *watcher) run(ctx context.Context, ww *wakeWatch, prev <-chan struct{}, finished chan<- struct{}) {
 	defer close(finished)
 	<-prev // cancelled before this run started, so it ends promptly
-	if ww, err := watchWake(w.wakePath); err == nil {
+	if ww != nil {
 		w.notified(ctx, ww)
 		return
 	}
@@ -152,14 +158,15 @@ func (w *watcher) notified(ctx context.Context, ww *wakeWatch) {
 	stop := context.AfterFunc(ctx, func() { ww.Close() })
 	defer stop()
 	defer ww.Close()
-	w.broadcast()
 	for ww.next() == nil {
 		w.broadcast()
 	}
 }
 
 // poll reads PRAGMA data_version every pollInterval and wakes the waiters
-// when it moves, or after an error.
+// when it moves, or after an error. The first successful poll after a
+// start or an error also wakes them: a change may have slipped in before
+// it.
 func (w *watcher) poll(ctx context.Context) {
 	var conn *sql.Conn // the dedicated connection; nil after an error
 	defer func() {
