@@ -84,7 +84,9 @@ type leader struct {
 }
 
 // relaySignals forwards signals to the current child until quit closes.
-// A stop signal instead makes the loop stop the child with it.
+// The first stop signal instead makes the loop stop the child with it;
+// later ones are forwarded like any other (a second Ctrl-C reaches the
+// child while it winds down).
 func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 	for {
 		select {
@@ -92,7 +94,7 @@ func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			return
 		case s := <-sigs:
 			sig, _ := s.(syscall.Signal)
-			if signals.IsStop(s) {
+			if signals.IsStop(s) && !l.stopped() {
 				l.log.Info("received stop signal", "signal", signals.Name(sig))
 				l.stop(sig)
 				continue
