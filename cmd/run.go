@@ -325,8 +325,13 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 		}
 		return status, true, "command " + status.String(), nil
 	case <-ten.Context().Done():
-		why = context.Cause(ten.Context()).Error()
-		log.Warn("tenure ended; stopping command", "cause", why)
+		cause := context.Cause(ten.Context())
+		why = cause.Error()
+		level := slog.LevelWarn
+		if errors.Is(cause, lease.ErrSteppedDown) {
+			level = slog.LevelInfo // planned: an operator asked for it
+		}
+		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", why)
 		status = child.Stop()
 	case <-l.stopping:
 		why = l.stopReason()
