@@ -2,7 +2,7 @@
 
 GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
-TESTFLAGS ?= -p 2 -timeout 12m
+TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
 .PHONY: build test vet
 
