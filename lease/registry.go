@@ -50,7 +50,14 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	registryMu.Lock()
 	open := openers[scheme]
 	registryMu.Unlock()
-	if !ok || open == nil {
+	switch {
+	case !ok && strings.ContainsAny(dsn, "=@"):
+		// Perhaps key=value pairs, with a password: never echo it.
+		return nil, fmt.Errorf("store: no scheme: write postgres://… for PostgreSQL or sqlite:PATH for an SQLite file: %w", ErrRefused)
+	case !ok:
+		return nil, fmt.Errorf("store %q: no scheme; for an SQLite file write sqlite:%s (known schemes: %s): %w",
+			dsn, dsn, strings.Join(Schemes(), ", "), ErrRefused)
+	case open == nil:
 		return nil, fmt.Errorf("store %q: unknown scheme %q (known: %s): %w",
 			redactScheme(dsn), scheme, strings.Join(Schemes(), ", "), ErrRefused)
 	}
@@ -60,8 +67,6 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 // redactScheme shows only the scheme of a DSN we cannot parse, so that a
 // malformed DSN's password never reaches a log.
 func redactScheme(dsn string) string {
-	if i := strings.IndexAny(dsn, ":@/"); i >= 0 {
-		return dsn[:i] + ":…"
-	}
-	return dsn
+	scheme, _, _ := strings.Cut(dsn, ":")
+	return scheme + ":…"
 }
