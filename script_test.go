@@ -95,6 +95,7 @@ func TestScripts(t *testing.T) {
 			"renewed":  cmdRenewed,
 			"freeport": cmdFreePort,
 			"nsgone":   cmdNSGone,
+			"sdsocket": cmdSDSocket,
 			"httpget":  cmdHTTPGet,
 		},
 	})
@@ -432,4 +433,29 @@ func cmdNSGone(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		return true
 	})
+}
+
+// sdsocket SOCKET FILE: listen on a unixgram socket, as systemd does for
+// Type=notify services, and append every datagram received to FILE (one
+// line per field) until the script ends.
+func cmdSDSocket(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: sdsocket SOCKET FILE")
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ts.MkAbs(args[0]), Net: "unixgram"})
+	ts.Check(err)
+	out := ts.MkAbs(args[1])
+	done := make(chan struct{})
+	ts.Defer(func() { conn.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			appendLine(out, string(buf[:n]))
+		}
+	}()
 }
