@@ -48,49 +48,41 @@ func rawDB(t *testing.T, path string) *sql.DB {
 }
 
 func TestConformance(t *testing.T) {
-	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
-		path := filepath.Join(t.TempDir(), "leaderrun.db")
-		return leasetest.Harness{
-			Open: func(t *testing.T) lease.Store {
-				s, err := Open(ctx(t), path, Options{})
-				if err != nil {
-					t.Fatalf("Open: %v", err)
-				}
-				return s
-			},
-			Delete: func(t *testing.T, name string) {
-				if _, err := rawDB(t, path).Exec(`DELETE FROM leases WHERE name = ?`, name); err != nil {
-					t.Fatalf("delete %q: %v", name, err)
-				}
-			},
-		}
-	})
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness { return harness(t, nil) })
 }
 
 // TestConformanceWithoutInotify runs the suite with waiters polling
 // PRAGMA data_version, as where inotify is not available.
 func TestConformanceWithoutInotify(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "leaderrun.db")
-		return leasetest.Harness{
-			Open: func(t *testing.T) lease.Store {
-				s, err := Open(ctx(t), path, Options{})
-				if err != nil {
-					t.Fatalf("Open: %v", err)
-				}
-				// A wake file in a directory that does not exist cannot
-				// be watched: the watcher falls back to polling.
-				s.watch.wakePath = filepath.Join(dir, "missing", "x-wake")
-				return s
-			},
-			Delete: func(t *testing.T, name string) {
-				if _, err := rawDB(t, path).Exec(`DELETE FROM leases WHERE name = ?`, name); err != nil {
-					t.Fatalf("delete %q: %v", name, err)
-				}
-			},
-		}
+		missing := filepath.Join(t.TempDir(), "missing", "x-wake")
+		// A wake file in a directory that does not exist cannot be
+		// watched: the watcher falls back to polling.
+		return harness(t, func(s *Store) { s.watch.wakePath = missing })
 	})
+}
+
+// harness is a conformance harness over a fresh file; adjust, when set, is
+// applied to every Store it opens.
+func harness(t *testing.T, adjust func(*Store)) leasetest.Harness {
+	path := filepath.Join(t.TempDir(), "leaderrun.db")
+	return leasetest.Harness{
+		Open: func(t *testing.T) lease.Store {
+			s, err := Open(ctx(t), path, Options{})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			if adjust != nil {
+				adjust(s)
+			}
+			return s
+		},
+		Delete: func(t *testing.T, name string) {
+			if _, err := rawDB(t, path).Exec(`DELETE FROM leases WHERE name = ?`, name); err != nil {
+				t.Fatalf("delete %q: %v", name, err)
+			}
+		},
+	}
 }
 
 func TestPragmas(t *testing.T) {
