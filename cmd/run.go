@@ -317,9 +317,9 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 	case <-child.Done():
 		status = child.Stop() // kills what the command left behind
 		log.Info("command exited", "status", status.String())
-		if child.Foreground() && (status.Signal == syscall.SIGINT || status.Signal == syscall.SIGQUIT) {
-			// Ctrl-C at the terminal went to the child alone; like a shell,
-			// take it as meant for us too.
+		if child.Foreground() && (status.Signal == syscall.SIGINT || status.Signal == syscall.SIGQUIT || status.Signal == syscall.SIGHUP) {
+			// Ctrl-C, Ctrl-\ or a hangup of the terminal went to the
+			// child alone; like a shell, take it as meant for us too.
 			l.stop(status.Signal)
 			return status, true, l.stopReason(), nil
 		}
