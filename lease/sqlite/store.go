@@ -33,8 +33,9 @@ type Store struct {
 	db    *sql.DB // reads and single-statement writes; poolSize connections
 	watch *watcher
 
-	mu        sync.Mutex       // guards candidate
+	mu        sync.Mutex       // guards candidate and seen
 	candidate map[string]int64 // name+"\x00"+holder → seen_ms last written
+	seen      map[string]seen  // name → what the last refused acquire read
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -227,6 +228,9 @@ WHERE (leases.released
 		OR (leases.successor = '' AND leases.excluded_holder <> excluded.holder))
 RETURNING ` + columns
 
+// getSQL reads the record of name ?1.
+const getSQL = `SELECT ` + columns + ` FROM leases WHERE name = ?1`
+
 // candidateSQL records holder ?2 as a candidate for name ?1, seen until
 // ?4 under boot id ?3.
 const candidateSQL = `INSERT INTO candidates (name, holder, boot_id, seen_ms)
@@ -268,40 +272,91 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
 	}
-	// The row can change between a refused acquire and the read that
-	// describes the holder; try again a few times if it was freed.
+	// The row may have been deleted between a refused grant and the read
+	// that describes the holder; try again a few times then.
 	for range 3 {
 		now, err := s.clock.now()
 		if err != nil {
 			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
 		}
-		rows, err := s.queryRows(ctx, acquireSQL, name, holder, now.wallMillis(), s.clock.bootID, now.millis(), now.millis()+ttlMs)
-		if err != nil {
-			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
-		}
-		if len(rows) == 1 {
-			s.wake()
-			rec, err := s.record(rows[0])
-			if err != nil {
-				return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
-			}
-			return rec, nil
-		}
-		if err := s.recordCandidate(ctx, name, holder, now.millis(), ttlMs); err != nil {
-			return lease.Record{}, fmt.Errorf("acquire lease %q: record candidate: %w", name, err)
-		}
-		cur, err := s.Get(ctx, name)
+		gen, watching := s.watch.generation()
+		var a attempt
+		err = retryBusy(ctx, busyTimeout, func() error {
+			a, err = s.acquireOnce(ctx, name, holder, now, ttlMs)
+			return err
+		})
 		switch {
-		case errors.Is(err, lease.ErrNotFound):
-			continue // deleted since
 		case err != nil:
 			return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
-		case cur.Blocks(holder) > 0:
-			cur.Remaining = cur.Blocks(holder)
+		case a.granted:
+			s.wake()
+			return s.recordAt(a.row, now), nil
+		case !a.found:
+			continue // deleted since
+		}
+		cur := s.recordAt(a.row, now)
+		if watching {
+			s.remember(name, ownerOf(cur), gen)
+		}
+		if wait := cur.Blocks(holder); wait > 0 {
+			cur.Remaining = wait
 			return lease.Record{}, &lease.HeldError{Record: cur}
 		}
 	}
 	return lease.Record{}, fmt.Errorf("acquire lease %q: it changed hands repeatedly during the attempt", name)
+}
+
+// attempt is the outcome of one acquire transaction.
+type attempt struct {
+	granted bool // row is the new grant
+	found   bool // row is the current record, which refused the grant
+	row     row
+}
+
+// acquireOnce runs one acquire attempt as one BEGIN IMMEDIATE transaction:
+// the conditional upsert and, when the name is not free, the candidate mark
+// and the read of the record that names the holder. One transaction takes
+// the database's locks once.
+func (s *Store) acquireOnce(ctx context.Context, name, holder string, now reading, ttlMs int64) (a attempt, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return a, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return a, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	rows, err := scanRows(ctx, conn, acquireSQL, name, holder, now.wallMillis(), s.clock.bootID, now.millis(), now.millis()+ttlMs)
+	if err != nil {
+		return a, err
+	}
+	if len(rows) == 1 {
+		a = attempt{granted: true, row: rows[0]}
+	} else {
+		if err := s.markCandidate(ctx, conn, name, holder, now.millis(), ttlMs); err != nil {
+			return a, fmt.Errorf("record candidate: %w", err)
+		}
+		if rows, err = scanRows(ctx, conn, getSQL, name); err != nil {
+			return a, err
+		}
+		if len(rows) == 1 {
+			a = attempt{found: true, row: rows[0]}
+		}
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return attempt{}, err
+	}
+	committed = true
+	if a.found {
+		s.noteCandidate(name, holder, now.millis(), ttlMs)
+	}
+	return a, nil
 }
 
 // Renew implements lease.Store: ErrLost unless holder still holds name
@@ -347,28 +402,32 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 	return nil
 }
 
-// recordCandidate marks holder as campaigning for name until now + 2×ttl.
-// It writes only when the mark it wrote last has less than ttl left, so a
-// follower that wakes up often does not write each time.
-func (s *Store) recordCandidate(ctx context.Context, name, holder string, nowMs, ttlMs int64) error {
-	key := name + "\x00" + holder
+// markCandidate marks holder as campaigning for name until now + 2×ttl,
+// inside the caller's transaction on q. It writes only when the mark this
+// Store wrote last has less than a ttl left, so a follower that wakes up
+// often does not write each time; noteCandidate records a mark once its
+// transaction committed.
+func (s *Store) markCandidate(ctx context.Context, q querier, name, holder string, nowMs, ttlMs int64) error {
 	s.mu.Lock()
-	fresh := nowMs < s.candidate[key]-ttlMs
+	fresh := nowMs < s.candidate[name+"\x00"+holder]-ttlMs
 	s.mu.Unlock()
 	if fresh {
 		return nil
 	}
-	seen := nowMs + 2*ttlMs
-	if _, err := s.queryRows(ctx, candidateSQL, name, holder, s.clock.bootID, seen); err != nil {
-		return err
-	}
+	_, err := scanRows(ctx, q, candidateSQL, name, holder, s.clock.bootID, nowMs+2*ttlMs)
+	return err
+}
+
+func (s *Store) noteCandidate(name, holder string, nowMs, ttlMs int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.candidate == nil {
 		s.candidate = make(map[string]int64)
 	}
-	s.candidate[key] = seen
-	return nil
+	key := name + "\x00" + holder
+	if seen := nowMs + 2*ttlMs; nowMs >= s.candidate[key]-ttlMs {
+		s.candidate[key] = seen
+	}
 }
 
 // RequestStepDown implements lease.Store in one UPDATE; only when it
@@ -407,7 +466,7 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
-	rows, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases WHERE name = ?1`, name)
+	rows, err := s.queryRows(ctx, getSQL, name)
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("get lease %q: %w", name, err)
 	}
@@ -498,7 +557,17 @@ func (s *Store) queryRows(ctx context.Context, query string, args ...any) (rows 
 }
 
 func (s *Store) queryRowsOnce(ctx context.Context, query string, args ...any) ([]row, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	return scanRows(ctx, s.db, query, args...)
+}
+
+// querier is a *sql.DB or a *sql.Conn in a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// scanRows runs query on q and scans the records it returns.
+func scanRows(ctx context.Context, q querier, query string, args ...any) ([]row, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

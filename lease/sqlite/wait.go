@@ -30,9 +30,15 @@ func (s *Store) Wait(ctx context.Context, name string, timeout time.Duration) er
 	changed, done := s.watch.subscribe()
 	defer done()
 	ch := changed()
-	start, err := s.owner(ctx, name)
-	if err != nil {
-		return ctx.Err()
+	start, known, moved := s.recalled(name)
+	if moved {
+		return nil // a change was announced since the caller's Acquire read
+	}
+	if !known {
+		var err error
+		if start, err = s.owner(ctx, name); err != nil {
+			return ctx.Err()
+		}
 	}
 	if waitSubscribed != nil {
 		waitSubscribed()
@@ -77,7 +83,50 @@ func (s *Store) owner(ctx context.Context, name string) (owner, error) {
 	if err != nil {
 		return owner{}, err
 	}
-	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}, nil
+	return ownerOf(rec), nil
+}
+
+func ownerOf(rec lease.Record) owner {
+	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}
+}
+
+// seen is what a refused Acquire read of a name, and the watcher's
+// generation just before that read.
+type seen struct {
+	owner owner
+	gen   uint64
+}
+
+// remember keeps what a refused Acquire read, taken while the wake watch
+// ran at generation gen, so that the Wait that follows need not read again.
+func (s *Store) remember(name string, o owner, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = make(map[string]seen)
+	}
+	s.seen[name] = seen{owner: o, gen: gen}
+}
+
+// recalled returns what a refused Acquire read of name, while the wake
+// watch ran: known when no change of hands has been announced since (the
+// watch's generation has not moved), moved when one has, in which case
+// the caller should look again at once. With neither, the caller reads
+// the record itself. The caller has subscribed already, so a change after
+// this check wakes it.
+func (s *Store) recalled(name string) (o owner, known, moved bool) {
+	gen, watching := s.watch.generation()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.seen[name]
+	delete(s.seen, name) // good for one Wait only
+	if !ok || !watching {
+		return owner{}, false, false
+	}
+	if r.gen != gen {
+		return owner{}, false, true
+	}
+	return r.owner, true, false
 }
 
 // watcher tells the waiters when a name in the database may have changed
@@ -89,9 +138,11 @@ type watcher struct {
 	db       *sql.DB // a pool of one connection, used only by run
 	wakePath string
 
-	mu      sync.Mutex    // guards the fields below
-	waiters int           // Waits subscribed
-	changed chan struct{} // closed, then replaced, when the database may have changed
+	mu       sync.Mutex    // guards the fields below
+	waiters  int           // Waits subscribed
+	changed  chan struct{} // closed, then replaced, when the database may have changed
+	gen      uint64        // how often changed was closed
+	watching bool          // an inotify watch runs; once started it runs until close
 	stop    func()        // ends the running poller; nil when none runs
 	done    chan struct{} // closed when the last poller started has ended
 	closed  bool
@@ -120,6 +171,7 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		if err != nil {
 			ww = nil // poll instead
 		}
+		w.watching = ww != nil
 		go w.run(ctx, ww, prev, finished)
 	}
 	changed = func() <-chan struct{} {
@@ -131,7 +183,9 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.waiters--
-		if w.waiters == 0 && w.stop != nil {
+		// An inotify watch costs nothing while idle and keeps counting
+		// generations between Waits; only polling stops.
+		if w.waiters == 0 && w.stop != nil && !w.watching {
 			w.stop()
 			w.stop = nil
 		}
@@ -153,7 +207,9 @@ func (w *watcher) run(ctx context.Context, ww *wakeWatch, prev <-chan struct{}, 
 	w.poll(ctx)
 }
 
-// notified wakes the waiters whenever the wake file is written.
+// notified wakes the waiters whenever the wake file is written. Should the
+// watch fail, it wakes them once more and lets the next subscribe start
+// again.
 func (w *watcher) notified(ctx context.Context, ww *wakeWatch) {
 	stop := context.AfterFunc(ctx, func() { ww.Close() })
 	defer stop()
@@ -161,6 +217,17 @@ func (w *watcher) notified(ctx context.Context, ww *wakeWatch) {
 	for ww.next() == nil {
 		w.broadcast()
 	}
+	if ctx.Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	w.watching = false
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+	w.mu.Unlock()
+	w.broadcast()
 }
 
 // poll reads PRAGMA data_version every pollInterval and wakes the waiters
@@ -219,12 +286,23 @@ func (w *watcher) broadcast() {
 	defer w.mu.Unlock()
 	close(w.changed)
 	w.changed = make(chan struct{})
+	w.gen++
+}
+
+// generation returns how many changes the watcher has announced, and
+// whether an inotify watch is running, without which the count means
+// nothing.
+func (w *watcher) generation() (gen uint64, watching bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen, w.watching
 }
 
 // close stops the poller, wakes every waiter and closes the connection.
 func (w *watcher) close() error {
 	w.mu.Lock()
 	w.closed = true
+	w.watching = false
 	if w.stop != nil {
 		w.stop()
 		w.stop = nil
