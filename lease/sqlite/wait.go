@@ -143,9 +143,9 @@ type watcher struct {
 	changed  chan struct{} // closed, then replaced, when the database may have changed
 	gen      uint64        // how often changed was closed
 	watching bool          // an inotify watch runs; once started it runs until close
-	stop    func()        // ends the running poller; nil when none runs
-	done    chan struct{} // closed when the last poller started has ended
-	closed  bool
+	stop     func()        // ends the running poller; nil when none runs
+	done     chan struct{} // closed when the last poller started has ended
+	closed   bool
 }
 
 func newWatcher(db *sql.DB, wakePath string) *watcher {
