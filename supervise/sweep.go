@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"log/slog"
+	"os"
 	"syscall"
 	"time"
 
@@ -12,25 +13,31 @@ import (
 // Child, until none remains. Descendants that escaped the child's group are
 // adopted by this process as child subreaper or PID 1 once their parent dies;
 // killing one may orphan its own children, which then appear on a later pass.
+//
+// /proc/self/task/*/children is quick but, as proc(5) warns, may miss a
+// child while processes are created or destroyed; a pass that finds none is
+// therefore confirmed by a scan of every /proc/<pid>/stat before sweep ends.
 func sweep(logger *slog.Logger) {
 	wait := time.Millisecond
 	killed := make(map[int]bool)
-	for theReaper.killStrays(logger, killed) > 0 {
+	scan := func() []int { return scanChildren(os.Getpid()) }
+	for theReaper.killStrays(logger, killed, listChildren) > 0 ||
+		theReaper.killStrays(logger, killed, scan) > 0 {
 		theReaper.reap()
 		time.Sleep(wait) // let the killed die
 		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 
-// killStrays sends SIGKILL to each child of this process that is not a live
-// Child, and to its process group unless that is our own or a live Child's.
+// killStrays sends SIGKILL to each child of this process (as children lists
+// them) that is not a live Child, and to its process group unless that is our own or a live Child's.
 // It returns how many it found, zombies included, and logs each pid not yet
 // in killed once.
-func (r *reaper) killStrays(logger *slog.Logger, killed map[int]bool) int {
+func (r *reaper) killStrays(logger *slog.Logger, killed map[int]bool, children func() []int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, pid := range listChildren() {
+	for _, pid := range children() {
 		if r.isLive(pid) {
 			continue
 		}
