@@ -146,7 +146,8 @@ func cmdAlive(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	pid := readPid(ts, args[0])
 	if got := processAlive(pid); got == neg {
-		ts.Fatalf("pid %d alive = %v, want %v", pid, got, !neg)
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		ts.Fatalf("pid %d alive = %v, want %v (stat: %s)", pid, got, !neg, stat)
 	}
 }
 
