@@ -11,7 +11,6 @@ import (
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/signals"
 )
 
 // Defaults of step-down's options.
@@ -95,16 +94,8 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 		return nil
 	}
 
-	ctx, cancelCause := context.WithCancelCause(c.Context)
-	defer cancelCause(nil)
-	go func() {
-		for s := range sigs {
-			if signals.IsStop(s) {
-				cancelCause(fmt.Errorf("interrupted by %v", s))
-				return
-			}
-		}
-	}()
+	ctx, stop := untilStopSignal(c.Context, sigs)
+	defer stop()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, c.Duration("timeout"),
 		fmt.Errorf("%w (%v)", errNoNewLeader, c.Duration("timeout")))
 	defer cancelTimeout()

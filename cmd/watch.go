@@ -43,16 +43,8 @@ or SIGTERM.`,
 				return err
 			}
 			defer store.Close()
-			ctx, cancel := context.WithCancel(c.Context)
-			defer cancel()
-			go func() {
-				for s := range sigs {
-					if signals.IsStop(s) {
-						cancel()
-						return
-					}
-				}
-			}()
+			ctx, stop := untilStopSignal(c.Context, sigs)
+			defer stop()
 			w := &eventWriter{w: c.App.Writer, json: c.Bool("json")}
 			err = watch(ctx, store, name, w)
 			if errors.Is(err, context.Canceled) {
@@ -141,4 +133,26 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	}
 	fmt.Fprintln(e.w, line)
 	return key
+}
+
+// untilStopSignal returns a context that ends, with the cause "interrupted
+// by SIGNAL", when a stop signal arrives on sigs: an operator command's
+// way to end cleanly on Ctrl-C. Its goroutine ends with the context; call
+// stop when done.
+func untilStopSignal(parent context.Context, sigs <-chan os.Signal) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case s := <-sigs:
+				if signals.IsStop(s) {
+					cancel(fmt.Errorf("interrupted by %v", s))
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }

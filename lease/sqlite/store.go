@@ -550,14 +550,10 @@ func (s *Store) recordAt(r row, now reading) lease.Record {
 // any error, a cancelled ctx included, means the outcome is unknown.
 func (s *Store) queryRows(ctx context.Context, query string, args ...any) (rows []row, err error) {
 	err = retryBusy(ctx, busyTimeout, func() error {
-		rows, err = s.queryRowsOnce(ctx, query, args...)
+		rows, err = scanRows(ctx, s.db, query, args...)
 		return err
 	})
 	return rows, err
-}
-
-func (s *Store) queryRowsOnce(ctx context.Context, query string, args ...any) ([]row, error) {
-	return scanRows(ctx, s.db, query, args...)
 }
 
 // querier is a *sql.DB or a *sql.Conn in a transaction.
