@@ -214,15 +214,16 @@ func (l *leader) loop() error {
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
-		status, exited, why, err := l.serve(ten, log)
-		l.release(ten, log, why)
-		l.report.ended(ten, status, exited)
+		end, err := l.serve(ten, log)
+		l.release(ten, log, end.why)
+		l.report.ended(ten, end.status, end.exited)
 		if err != nil {
 			return err
 		}
-		previous = why
+		previous = end.why
+		status := end.status
 		switch {
-		case l.cfg.Once || why == l.stopReason():
+		case l.cfg.Once || end.stopped:
 			return &childExit{status}
 		case l.stopped():
 			// The stop came after this tenure had ended for another
@@ -230,7 +231,7 @@ func (l *leader) loop() error {
 			l.log.Info("stopped while standing by")
 			return context.Canceled
 		}
-		if !exited {
+		if !end.exited {
 			continue // lost the tenure: stand by for the next one
 		}
 		if status.ExitCode() == 0 {
@@ -291,7 +292,15 @@ func (l *leader) campaignError(ctx context.Context, err error) error {
 
 // serve runs the command for one tenure and returns its status once it and
 // every descendant are dead; exited says whether it ended on its own.
-func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.Status, exited bool, why string, err error) {
+// tenureEnd is how a tenure's command ended.
+type tenureEnd struct {
+	status  supervise.Status
+	exited  bool   // the command ended on its own
+	stopped bool   // leaderrun's stop ended it: the run ends with its status
+	why     string // for the tenure's last log line
+}
+
+func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd, err error) {
 	// Hold mu from fork to publication, so that a signal arriving as the
 	// child starts waits for it instead of finding no child to forward to.
 	l.mu.Lock()
@@ -309,36 +318,38 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (status supervise.St
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return supervise.Status{}, false, "command did not start", err
+		return tenureEnd{why: "command did not start"}, err
 	}
 	defer l.setCurrent(nil)
 
 	select {
 	case <-child.Done():
-		status = child.Stop() // kills what the command left behind
-		log.Info("command exited", "status", status.String())
-		if child.Foreground() && (status.Signal == syscall.SIGINT || status.Signal == syscall.SIGQUIT || status.Signal == syscall.SIGHUP) {
+		end = tenureEnd{status: child.Stop(), exited: true} // Stop kills what the command left behind
+		log.Info("command exited", "status", end.status.String())
+		if sig := end.status.Signal; child.Foreground() && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGHUP) {
 			// Ctrl-C, Ctrl-\ or a hangup of the terminal went to the
 			// child alone; like a shell, take it as meant for us too.
-			l.stop(status.Signal)
-			return status, true, l.stopReason(), nil
+			l.stop(sig)
+			end.stopped, end.why = true, l.stopReason()
+			return end, nil
 		}
-		return status, true, "command " + status.String(), nil
+		end.why = "command " + end.status.String()
+		return end, nil
 	case <-ten.Context().Done():
 		cause := context.Cause(ten.Context())
-		why = cause.Error()
+		end.why = cause.Error()
 		level := slog.LevelWarn
 		if errors.Is(cause, lease.ErrSteppedDown) {
 			level = slog.LevelInfo // planned: an operator asked for it
 		}
-		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", why)
-		status = child.Stop()
+		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", end.why)
+		end.status = child.Stop()
 	case <-l.stopping:
-		why = l.stopReason()
-		status = child.StopWith(l.stopSig)
+		end.stopped, end.why = true, l.stopReason()
+		end.status = child.StopWith(l.stopSig)
 	}
-	log.Info("command stopped", "status", status.String())
-	return status, false, why, nil
+	log.Info("command stopped", "status", end.status.String())
+	return end, nil
 }
 
 // release hands the name back; the child and its descendants are dead by
