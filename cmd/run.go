@@ -244,7 +244,8 @@ func (l *leader) loop() error {
 		select {
 		case <-time.After(delay):
 		case <-l.stopping:
-			return &childExit{status}
+			l.log.Info("stopped while standing by")
+			return context.Canceled // no child to stop: exit 0, as documented
 		}
 	}
 }
