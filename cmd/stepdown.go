@@ -133,9 +133,10 @@ func stepDownError(store lease.Store, name, to string, err error) error {
 // no other replica took the name within the window.
 func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (lease.Record, error) {
 	backoff := 250 * time.Millisecond
+	seen := old
 	for {
 		rec, err := store.Get(ctx, old.Name)
-		wait := time.Second // in case a change slips between Get and Wait
+		wait := time.Minute
 		switch {
 		case ctx.Err() != nil:
 			return lease.Record{}, context.Cause(ctx)
@@ -147,8 +148,10 @@ func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (l
 		case err != nil && !errors.Is(err, lease.ErrNotFound):
 			fmt.Fprintf(os.Stderr, "leaderrun: step-down --wait: %v (retrying in %v)\n", err, backoff)
 			wait, backoff = backoff, min(2*backoff, 5*time.Second)
+		default:
+			seen = rec // the zero Record when the name is gone
 		}
-		if err := store.Wait(ctx, old.Name, wait); err != nil {
+		if err := store.Wait(ctx, old.Name, seen, wait); err != nil {
 			return lease.Record{}, context.Cause(ctx)
 		}
 	}

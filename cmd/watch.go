@@ -60,6 +60,7 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 	var (
 		last    = "" // last event emitted, with its holder and token
 		backoff = 250 * time.Millisecond
+		seen    lease.Record // what the last successful read found
 	)
 	for {
 		rec, err := store.Get(ctx, name)
@@ -68,13 +69,13 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, lease.ErrNotFound):
-			rec = lease.Record{Name: name}
-			last = w.emit(last, "absent", rec)
+			seen = lease.Record{}
+			last = w.emit(last, "absent", lease.Record{Name: name})
 		case err != nil:
 			fmt.Fprintf(os.Stderr, "leaderrun: watch %q: %v (retrying in %v)\n", name, err, backoff)
 			wait, backoff = backoff, min(2*backoff, watchPoll)
 		default:
-			backoff = 250 * time.Millisecond
+			backoff, seen = 250*time.Millisecond, rec
 			event := map[string]string{"held": "elected", "released": "released", "expired": "expired"}[rec.State()]
 			if rec.Held() && rec.StepDown {
 				event = "step-down"
@@ -85,7 +86,7 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 				wait = min(wait, rec.Remaining+10*time.Millisecond)
 			}
 		}
-		if err := store.Wait(ctx, name, wait); err != nil {
+		if err := store.Wait(ctx, name, seen, wait); err != nil {
 			return err
 		}
 	}

@@ -1,10 +1,6 @@
 package lease
 
-import (
-	"time"
-
-	"golang.org/x/sys/unix"
-)
+import "time"
 
 // A Clock returns the time elapsed since an arbitrary fixed origin. It never
 // goes backwards, and it never runs slower than real time.
@@ -12,13 +8,6 @@ type Clock func() time.Duration
 
 var processStart = time.Now()
 
-// BootClock reads CLOCK_BOOTTIME, which unlike Go's monotonic clock keeps
-// counting while the host is suspended. Where it cannot be read, BootClock
-// falls back to Go's monotonic clock.
-func BootClock() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return time.Since(processStart)
-	}
-	return time.Duration(ts.Nano())
-}
+// monotonic is Go's monotonic clock since the process started, BootClock's
+// fallback. It stops while the host is suspended.
+func monotonic() time.Duration { return time.Since(processStart) }

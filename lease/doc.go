@@ -18,5 +18,48 @@
 // successful acquire or renew, measured with CLOCK_BOOTTIME, which keeps
 // counting while the host is suspended. Because the store executes a
 // statement after it was sent, that local deadline is never later than the
-// store's expiry.
+// store's expiry. docs/design.md in the repository explains the model.
+//
+// # Names and groups
+//
+// An Elector campaigns for one name; its Tenure renews it. An Owner joins a
+// group of N partitions, each a lease named PartitionKey(group, p), and
+// holds the partitions that Target assigns it among the group's live
+// members; each is a Tenure of its own, with the same guarantees.
+//
+// # Writing a store
+//
+// A store only persists; the election's policy lives here. A new store
+// must:
+//
+//   - register its DSN scheme from init (Register), parse its own options,
+//     and wrap errors that no retry can fix (malformed DSN, refused login,
+//     missing privilege) with Refused; errors never contain a password.
+//   - make every method one atomic operation on the store's own clock: a
+//     conditional write (compare-and-swap) or one transaction, never a read
+//     and a separate write. Acquire's condition is "absent, released or
+//     expired, and not reserved against the caller"; Renew's, Annotate's
+//     and Release's is "this holder, this token, not released, not
+//     expired".
+//   - keep the token rule: token = max(previous + 1, store clock in
+//     milliseconds), so tokens grow even when a record is deleted or a
+//     backup restored; a token lives beside the record, never only in
+//     something that expires.
+//   - build refusals with Refusal (Acquire) and StepDownRefusal
+//     (RequestStepDown) from the record read after the write changed
+//     nothing, and report every unknown outcome as an error.
+//   - wake waiters on every change of hands (acquire, seize, release,
+//     step-down request, Annotate, Join that adds a member, Leave) without
+//     blind polling, and make Wait and WaitGroup compare with the seen state
+//     the caller passes (SameTenure, SameGroup), reading the current state
+//     only after the wake-up channel is in place, so that no change between
+//     the caller's read and its Wait is lost.
+//   - keep a group's partition leases as ordinary leases named by
+//     PartitionKey, so that Acquire, Release and RequestStepDown work on
+//     them unchanged; wake the group's waiters when one changes hands.
+//   - end Waits promptly with ErrClosed on Close.
+//
+// Package leasetest has the conformance suite (leasetest.Run) that checks
+// all of this against a real server, and an in-memory store to model a new
+// one on.
 package lease

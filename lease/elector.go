@@ -9,11 +9,6 @@ import (
 	"time"
 )
 
-// ErrRefused marks a store error that retrying cannot fix: a missing
-// privilege, a read-only store, a schema it cannot use. Campaign returns
-// such errors instead of retrying them.
-var ErrRefused = errors.New("store refused")
-
 // Causes with which a Tenure's context ends; see context.Cause.
 var (
 	// ErrDeadline: no acquire or renew succeeded within RenewDeadline of
@@ -26,12 +21,16 @@ var (
 	// tenure until it is released or expires; release it once what the
 	// tenure protects has stopped.
 	ErrSteppedDown = errors.New("asked to step down")
+	// ErrHandedOff: the tenure's partition left the owner's target, and
+	// the owner hands it to another member (Owner). The store still
+	// grants it until it is released.
+	ErrHandedOff = errors.New("handed off")
 )
 
 // Elector campaigns for one name on behalf of one holder. The zero value is
 // not usable; fill in Store, Name, Holder and the three durations, which
-// must satisfy RetryPeriod < RenewDeadline < LeaseDuration (package config
-// validates the full timing rule).
+// must satisfy 0 < RetryPeriod < RenewDeadline < LeaseDuration (Validate;
+// package config checks the full timing rule).
 type Elector struct {
 	Store  Store
 	Name   string
@@ -55,6 +54,30 @@ type Elector struct {
 	// the store took, and the outcome (a *HeldError counts as an answer).
 	// It runs on the election's goroutines and must not block.
 	Observe func(op string, took time.Duration, err error)
+
+	// answered records that the store answered a call once: from then on,
+	// refusals are retried (a read-only switchover passes), before it they
+	// end the campaign (a configuration that can never work).
+	answered bool
+}
+
+// Validate reports the first field of e that cannot work: a missing Store,
+// Name or Holder, or durations outside 0 < RetryPeriod < RenewDeadline <
+// LeaseDuration. Campaign calls it first.
+func (e *Elector) Validate() error {
+	switch {
+	case e.Store == nil:
+		return errors.New("elector: no Store")
+	case e.Name == "":
+		return errors.New("elector: no Name")
+	case e.RetryPeriod <= 0:
+		return fmt.Errorf("elector: RetryPeriod %v must be positive", e.RetryPeriod)
+	case e.RenewDeadline <= e.RetryPeriod:
+		return fmt.Errorf("elector: RenewDeadline %v must be longer than RetryPeriod %v", e.RenewDeadline, e.RetryPeriod)
+	case e.LeaseDuration <= e.RenewDeadline:
+		return fmt.Errorf("elector: LeaseDuration %v must be longer than RenewDeadline %v", e.LeaseDuration, e.RenewDeadline)
+	}
+	return CheckIdentity(e.Holder)
 }
 
 // maxJitter bounds the random delay a follower adds to a known expiry, so
@@ -64,9 +87,15 @@ const maxJitter = 50 * time.Millisecond
 // Campaign blocks until holder acquires the name, and returns the tenure.
 // A held name makes it sleep until the holder's known expiry or until the
 // store reports a change, whichever is first. Store errors are logged and
-// retried with capped exponential back-off; only errors wrapping ErrRefused
-// end the campaign. Campaign returns ctx's error when ctx ends first.
+// retried with capped exponential back-off. Errors wrapping ErrRefused end
+// the campaign only while the store has never answered this Elector (a
+// configuration that cannot work); later they are retried like any other.
+// Campaign returns ctx's error when ctx ends first, and ErrClosed when the
+// store was closed.
 func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
 	log := e.logger()
 	backoff := e.RetryPeriod / 4
 	var leader string // last holder seen, to log each change once
@@ -77,6 +106,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		cancel()
 		e.observe("acquire", e.clock()()-sent, err)
 		if err == nil {
+			e.answered = true
 			return e.newTenure(rec, sent), nil
 		}
 		if ctx.Err() != nil {
@@ -85,33 +115,44 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		var held *HeldError
 		switch {
 		case errors.As(err, &held):
+			e.answered = true
 			backoff = e.RetryPeriod / 4
 			sleep := held.Record.Remaining + rand.N(maxJitter)
 			if held.Record.Holder != leader {
 				leader = held.Record.Holder
-				if held.Record.Released {
-					log.Info("lease reserved for another after a step-down; standing by",
-						"successor", held.Record.Successor, "excluded", held.Record.Excluded,
-						"free_in", held.Record.Remaining.Round(time.Millisecond))
-				} else {
-					log.Info("lease held by another; standing by", "leader", leader,
-						"leader_token", held.Record.Token, "expires_in", held.Record.Remaining.Round(time.Millisecond))
-				}
+				e.logHeld(log, held.Record)
 			}
-			if err := e.Store.Wait(ctx, e.Name, sleep); err != nil {
+			if err := e.Store.Wait(ctx, e.Name, held.Record, sleep); err != nil {
 				return nil, err
 			}
-		case errors.Is(err, ErrRefused):
+		case errors.Is(err, ErrClosed):
+			return nil, err
+		case errors.Is(err, ErrRefused) && !e.answered:
 			return nil, fmt.Errorf("acquire lease %q: %w", e.Name, err)
 		default:
 			sleep := backoff/2 + rand.N(backoff/2+1)
-			log.Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
+			msg := "store unavailable; retrying"
+			if errors.Is(err, ErrRefused) {
+				msg = "store refuses the request; retrying, as it may pass (a read-only switchover, a privilege being restored)"
+			}
+			log.Warn(msg, "err", err, "retry_in", sleep.Round(time.Millisecond))
 			backoff = min(2*backoff, 2*e.RetryPeriod)
 			if err := sleepCtx(ctx, sleep); err != nil {
 				return nil, err
 			}
 		}
 	}
+}
+
+func (e *Elector) logHeld(log *slog.Logger, r Record) {
+	if r.Released {
+		log.Info("lease reserved for another after a step-down; standing by",
+			"successor", r.Successor, "excluded", r.Excluded,
+			"free_in", r.Remaining.Round(time.Millisecond))
+		return
+	}
+	log.Info("lease held by another; standing by", "leader", r.Holder,
+		"leader_token", r.Token, "expires_in", r.Remaining.Round(time.Millisecond))
 }
 
 func (e *Elector) clock() Clock {

@@ -148,3 +148,13 @@ func (t *Tenure) renew(ctx context.Context, sent, timeout time.Duration, results
 	}
 	results <- renewal{sent: sent, rec: rec, err: err}
 }
+
+// Annotate records where, for a follower on the same host, in the tenure's
+// record (Store.Annotate). It returns ErrLost when the tenure is over in
+// the store.
+func (t *Tenure) Annotate(ctx context.Context, where string) error {
+	if err := t.e.Store.Annotate(ctx, t.e.Name, t.e.Holder, t.Record.Token, where); err != nil {
+		return fmt.Errorf("annotate lease %q: %w", t.e.Name, err)
+	}
+	return nil
+}

@@ -30,18 +30,26 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		fn   func(t *testing.T, h Harness)
 	}{
 		{"ExactlyOneOfManyWins", testExactlyOneWins},
+		{"ExactlyOneTakesOverExpired", testExactlyOneTakesOverExpired},
+		{"ExactlyOneTakesOverReleased", testExactlyOneTakesOverReleased},
 		{"HeldNameIsRefusedWithHolder", testHeldIsRefused},
 		{"HolderCannotReacquire", testHolderCannotReacquire},
 		{"RenewExtendsAndKeepsToken", testRenewExtends},
 		{"ExpiryLetsAnotherTakeOver", testExpiryTakeover},
+		{"ExpiredUntakenIsLost", testExpiredUntakenIsLost},
 		{"OldHolderIsLostAfterTakeover", testLostAfterTakeover},
 		{"WrongTokenIsLost", testWrongToken},
 		{"ReleaseFreesAtOnce", testReleaseFreesAtOnce},
 		{"TokensStrictlyIncrease", testTokensIncrease},
 		{"ReleaseWakesWaiter", testReleaseWakesWaiter},
+		{"ReleaseBeforeWaitIsSeen", testReleaseBeforeWait},
 		{"WaitTimesOut", testWaitTimesOut},
 		{"WaitEndsWithContext", testWaitEndsWithContext},
+		{"CloseEndsWait", testCloseEndsWait},
 		{"GetAndList", testGetAndList},
+		{"AnnotateSetsWhereAndWakes", testAnnotate},
+		{"SeizeFromProvedDeadHolder", testSeize},
+		{"SeizeOfChangedTenureIsRefused", testSeizeChanged},
 		{"StepDownNeedsAHolder", testStepDownNeedsAHolder},
 		{"StepDownBadSuccessorChangesNothing", testStepDownBadSuccessor},
 		{"RenewSeesStepDown", testRenewSeesStepDown},
@@ -49,6 +57,14 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"StepDownToSuccessor", testStepDownToSuccessor},
 		{"ReservationEnds", testReservationEnds},
 		{"StepDownReleaseWakesWaiter", testStepDownReleaseWakesWaiter},
+		{"GroupJoinExpiryAndLeave", testGroupMembers},
+		{"GroupPartitionCountIsFixed", testGroupPartitionCount},
+		{"GroupBadInputWritesNothing", testGroupBadInput},
+		{"GroupRenewReportsHeldAndLost", testGroupRenew},
+		{"GroupPartitionHasOneOwner", testGroupContendedPartition},
+		{"GroupPartitionTokensIncrease", testGroupTokens},
+		{"GroupWaitWakesOnChanges", testGroupWait},
+		{"GroupWaitSeesEarlierChange", testGroupWaitEarlier},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,8 +124,10 @@ func wantHeld(t *testing.T, err error, holder string, token int64) {
 // waitExpired sleeps out a short lease; the sleep is the thing under test.
 func waitExpired(rec lease.Record) { time.Sleep(rec.Remaining + 50*time.Millisecond) }
 
-func testExactlyOneWins(t *testing.T, h Harness) {
-	const n = 8
+// race runs acquire by n contenders on their own handles at once, and
+// checks that exactly one won and every loser was told the winner.
+func race(t *testing.T, h Harness, n int, acquire func(s lease.Store, holder string) (lease.Record, error)) lease.Record {
+	t.Helper()
 	stores := make([]lease.Store, n)
 	for i := range stores {
 		stores[i] = open(t, h)
@@ -117,7 +135,7 @@ func testExactlyOneWins(t *testing.T, h Harness) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		winners []string
+		winners []lease.Record
 		errs    []error
 	)
 	start := make(chan struct{})
@@ -126,12 +144,11 @@ func testExactlyOneWins(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			<-start
-			holder := fmt.Sprintf("contender-%d", i)
-			_, err := s.Acquire(ctx(t), "one", holder, ttl)
+			rec, err := acquire(s, fmt.Sprintf("contender-%d", i))
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
-				winners = append(winners, holder)
+				winners = append(winners, rec)
 			} else {
 				errs = append(errs, err)
 			}
@@ -140,7 +157,7 @@ func testExactlyOneWins(t *testing.T, h Harness) {
 	close(start)
 	wg.Wait()
 	if len(winners) != 1 {
-		t.Fatalf("winners = %v, want exactly one", winners)
+		t.Fatalf("winners = %+v, want exactly one", winners)
 	}
 	for _, err := range errs {
 		var held *lease.HeldError
@@ -148,9 +165,66 @@ func testExactlyOneWins(t *testing.T, h Harness) {
 			t.Errorf("loser's error = %v, want *lease.HeldError", err)
 			continue
 		}
-		if got, want := held.Record.Holder, winners[0]; got != want {
+		if got, want := held.Record.Holder, winners[0].Holder; got != want {
 			t.Errorf("loser told holder %q, want %q", got, want)
 		}
+	}
+	return winners[0]
+}
+
+const contenders = 8
+
+func testExactlyOneWins(t *testing.T, h Harness) {
+	race(t, h, contenders, func(s lease.Store, holder string) (lease.Record, error) {
+		return s.Acquire(ctx(t), "one", holder, ttl)
+	})
+}
+
+func testExactlyOneTakesOverExpired(t *testing.T, h Harness) {
+	a := open(t, h)
+	first := mustAcquire(t, a, "n", "a", 300*time.Millisecond)
+	waitExpired(first)
+	won := race(t, h, contenders, func(s lease.Store, holder string) (lease.Record, error) {
+		return s.Acquire(ctx(t), "n", holder, ttl)
+	})
+	if won.Token <= first.Token {
+		t.Errorf("takeover token %d, want > %d", won.Token, first.Token)
+	}
+}
+
+func testExactlyOneTakesOverReleased(t *testing.T, h Harness) {
+	a := open(t, h)
+	first := mustAcquire(t, a, "n", "a", ttl)
+	mustRelease(t, a, first)
+	won := race(t, h, contenders, func(s lease.Store, holder string) (lease.Record, error) {
+		return s.Acquire(ctx(t), "n", holder, ttl)
+	})
+	if won.Token <= first.Token {
+		t.Errorf("takeover token %d, want > %d", won.Token, first.Token)
+	}
+}
+
+func testExpiredUntakenIsLost(t *testing.T, h Harness) {
+	a := open(t, h)
+	rec := mustAcquire(t, a, "n", "a", 300*time.Millisecond)
+	waitExpired(rec)
+	// Nobody took it over, and still the tenure is over: a renewal must
+	// not revive it, nor may a release pretend to hand it back.
+	if _, err := a.Renew(ctx(t), "n", "a", rec.Token, ttl); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Renew of an expired, untaken lease = %v, want ErrLost", err)
+	}
+	if err := a.Release(ctx(t), "n", "a", rec.Token); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Release of an expired, untaken lease = %v, want ErrLost", err)
+	}
+	if err := a.Annotate(ctx(t), "n", "a", rec.Token, "here"); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Annotate of an expired, untaken lease = %v, want ErrLost", err)
+	}
+	got, err := a.Get(ctx(t), "n")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.State() != "expired" {
+		t.Errorf("state = %q, want expired", got.State())
 	}
 }
 
@@ -281,53 +355,129 @@ func testTokensIncrease(t *testing.T, h Harness) {
 	if _, err := a.Get(ctx(t), "n"); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
 	}
-	// The clock floor is in milliseconds: let the store's clock pass the
-	// last grant, as it always has in practice before a row is deleted.
-	time.Sleep(5 * time.Millisecond)
+	// A deleted record's token is rebuilt from the store's clock alone,
+	// which has passed the last grant by the time anyone deletes a
+	// record; wait until it has here too, measured by the store itself.
+	clockPast(t, a, last)
 	rec = mustAcquire(t, a, "n", "c", ttl)
 	check("acquire after the record was deleted", rec)
+}
+
+// clockPast returns once the store's clock, in milliseconds, is past ms: the
+// token of a first grant of a fresh name is that clock's reading.
+func clockPast(t *testing.T, s lease.Store, ms int64) {
+	t.Helper()
+	for i := 0; ; i++ {
+		rec := mustAcquire(t, s, fmt.Sprintf("clock-%d", i), "clock", ttl)
+		if rec.Token > ms {
+			return
+		}
+		if i > 10000 {
+			t.Fatalf("the store's clock stays at %d ms, not past %d", rec.Token, ms)
+		}
+	}
 }
 
 func testReleaseWakesWaiter(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
 	rec := mustAcquire(t, a, "n", "a", ttl)
-	const timeout = 20 * time.Second
-	woke := make(chan time.Duration, 1)
-	waiting := make(chan struct{})
-	go func() {
-		close(waiting)
-		start := time.Now()
-		if err := b.Wait(ctx(t), "n", timeout); err != nil {
-			t.Errorf("Wait: %v", err)
-		}
-		woke <- time.Since(start)
-	}()
-	<-waiting
-	// Renewals are not changes of hands; they may wake the waiter but must
-	// not be needed to. Give Wait a moment to subscribe, as a follower
-	// always has before the leader releases.
-	time.Sleep(200 * time.Millisecond)
-	released := time.Now()
-	if err := a.Release(ctx(t), "n", "a", rec.Token); err != nil {
-		t.Fatalf("Release: %v", err)
+	seen := refusedBy(t, b, "n", "b")
+	woke := waitInBackground(t, b, "n", seen)
+	// Renewals are not changes of hands: they may wake the waiter, but
+	// a waiter woken by one waits again, and must still see the release.
+	if _, err := a.Renew(ctx(t), "n", "a", rec.Token, ttl); err != nil {
+		t.Fatalf("Renew: %v", err)
 	}
-	select {
-	case <-woke:
-		lag := time.Since(released)
-		t.Logf("waiter woke %v after release", lag)
-		if lag > 2*time.Second {
-			t.Errorf("waiter woke %v after release, want well under a second", lag)
+	released := time.Now()
+	mustRelease(t, a, rec)
+	wantWoken(t, woke, released)
+}
+
+// refusedBy is the record an Acquire by holder is refused with: what a
+// follower has seen when it starts to wait.
+func refusedBy(t *testing.T, s lease.Store, name, holder string) lease.Record {
+	t.Helper()
+	_, err := s.Acquire(ctx(t), name, holder, ttl)
+	var held *lease.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("Acquire(%q, %q) = %v, want *lease.HeldError", name, holder, err)
+	}
+	return held.Record
+}
+
+// waitTimeout is how long the suite's Waits would sleep without a wake-up.
+const waitTimeout = 20 * time.Second
+
+// wakeLimit is how soon after a change a waiter must wake: a notification,
+// not a poll or the timeout.
+const wakeLimit = time.Second
+
+// waitInBackground starts s.Wait on name from seen, a follower re-checking
+// until the name is no longer the seen tenure (a store may wake it
+// spuriously, as on a renewal), and reports when it returned.
+func waitInBackground(t *testing.T, s lease.Store, name string, seen lease.Record) <-chan time.Time {
+	woke := make(chan time.Time, 1)
+	go func() {
+		deadline := time.Now().Add(waitTimeout)
+		for time.Now().Before(deadline) {
+			if err := s.Wait(ctx(t), name, seen, time.Until(deadline)); err != nil {
+				t.Errorf("Wait: %v", err)
+				break
+			}
+			cur, err := s.Get(ctx(t), name)
+			if errors.Is(err, lease.ErrNotFound) || (err == nil && !lease.SameTenure(cur, seen)) {
+				break
+			}
 		}
-	case <-time.After(timeout + 5*time.Second):
+		woke <- time.Now()
+	}()
+	return woke
+}
+
+func wantWoken(t *testing.T, woke <-chan time.Time, changed time.Time) {
+	t.Helper()
+	select {
+	case at := <-woke:
+		lag := at.Sub(changed)
+		t.Logf("waiter woke %v after the change", lag)
+		if lag > wakeLimit {
+			t.Errorf("waiter woke %v after the change, want within %v (woken, not polled or timed out)", lag, wakeLimit)
+		}
+	case <-time.After(waitTimeout + 5*time.Second):
 		t.Fatal("waiter was not woken")
+	}
+}
+
+func testReleaseBeforeWait(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	rec := mustAcquire(t, a, "n", "a", ttl)
+	seen := refusedBy(t, b, "n", "b")
+	// The release lands between the follower's refused Acquire and its
+	// Wait: Wait must see that the name changed since seen, at once.
+	mustRelease(t, a, rec)
+	start := time.Now()
+	if err := b.Wait(ctx(t), "n", seen, waitTimeout); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if lag := time.Since(start); lag > wakeLimit {
+		t.Errorf("Wait after an earlier release returned after %v, want at once", lag)
+	}
+	// The same for a name that did not exist when seen.
+	start = time.Now()
+	mustAcquire(t, a, "fresh", "a", ttl)
+	if err := b.Wait(ctx(t), "fresh", lease.Record{}, waitTimeout); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if lag := time.Since(start); lag > wakeLimit {
+		t.Errorf("Wait from absent on a name acquired since returned after %v, want at once", lag)
 	}
 }
 
 func testWaitTimesOut(t *testing.T, h Harness) {
 	a := open(t, h)
-	mustAcquire(t, a, "n", "a", ttl)
+	rec := mustAcquire(t, a, "n", "a", ttl)
 	start := time.Now()
-	if err := a.Wait(ctx(t), "n", 300*time.Millisecond); err != nil {
+	if err := a.Wait(ctx(t), "n", rec, 300*time.Millisecond); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
 	if got := time.Since(start); got < 250*time.Millisecond || got > 10*time.Second {
@@ -339,8 +489,46 @@ func testWaitEndsWithContext(t *testing.T, h Harness) {
 	a := open(t, h)
 	c, cancel := context.WithCancel(ctx(t))
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	if err := a.Wait(c, "n", time.Minute); !errors.Is(err, context.Canceled) {
+	if err := a.Wait(c, "n", lease.Record{}, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func testCloseEndsWait(t *testing.T, h Harness) {
+	a := h.Open(t) // closed by the test itself
+	other := open(t, h)
+	rec := mustAcquire(t, other, "n", "other", ttl)
+	g := mustJoin(t, other, "g", 2, "other")
+	done := make(chan error, 2)
+	go func() { done <- a.Wait(ctx(t), "n", rec, time.Minute) }()
+	go func() { done <- a.WaitGroup(ctx(t), "g", g, time.Minute) }()
+	time.Sleep(100 * time.Millisecond) // let both Waits start, or not: either way Close ends them
+	closed := time.Now()
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, lease.ErrClosed) {
+				t.Errorf("Wait ended by Close = %v, want ErrClosed", err)
+			}
+			if lag := time.Since(closed); lag > wakeLimit {
+				t.Errorf("Wait ended %v after Close, want promptly", lag)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Close did not end a Wait")
+		}
+	}
+	if _, err := a.Get(ctx(t), "n"); !errors.Is(err, lease.ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// Other handles go on.
+	if _, err := other.Renew(ctx(t), "n", "other", rec.Token, ttl); err != nil {
+		t.Errorf("another handle's Renew after Close: %v", err)
 	}
 }
 

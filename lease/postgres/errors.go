@@ -11,8 +11,6 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// errClosed is returned by calls on a closed Store.
-var errClosed = errors.New("postgres store is closed")
 
 // permanent reports whether no retry can fix err: the server refused the
 // login, the database does not exist, the role lacks a privilege, or the

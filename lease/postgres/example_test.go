@@ -29,7 +29,7 @@ func ExampleOpen() {
 			fmt.Println("leading with token", rec.Token)
 			return
 		case errors.As(err, &held):
-			store.Wait(ctx, "relay", held.Record.Remaining)
+			store.Wait(ctx, "relay", held.Record, held.Record.Remaining)
 		default:
 			log.Fatal(err)
 		}

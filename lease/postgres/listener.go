@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // Reconnection of the LISTEN connection.
@@ -30,7 +32,6 @@ type listener struct {
 	up      bool                                  // LISTEN is in effect
 	epoch   uint64                                // counts LISTENs that took effect
 	pid     uint32                                // server process of the current connection
-	seq     map[string]uint64                     // notifications received per name
 	waiters map[string]map[chan struct{}]struct{} // per name; each channel has room for one wake-up
 	// state is closed and replaced whenever up or epoch changes.
 	state chan struct{}
@@ -45,7 +46,6 @@ type listener struct {
 type listenState struct {
 	up      bool
 	epoch   uint64
-	seq     uint64 // notifications received so far for the name asked about
 	changed <-chan struct{}
 }
 
@@ -53,7 +53,6 @@ func newListener(cfg *pgx.ConnConfig, channel string) *listener {
 	return &listener{
 		cfg:     cfg,
 		channel: channel,
-		seq:     map[string]uint64{},
 		waiters: map[string]map[chan struct{}]struct{}{},
 		state:   make(chan struct{}),
 		subs:    make(chan struct{}),
@@ -78,7 +77,7 @@ func (l *listener) subscribe(name string, wake chan struct{}) listenState {
 	}
 	l.waiters[name][wake] = struct{}{}
 	l.broadcastLocked(&l.subs)
-	return l.stateLocked(name)
+	return l.stateLocked()
 }
 
 func (l *listener) unsubscribe(name string, wake chan struct{}) {
@@ -95,11 +94,11 @@ func (l *listener) unsubscribe(name string, wake chan struct{}) {
 func (l *listener) current(name string) listenState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stateLocked(name)
+	return l.stateLocked()
 }
 
-func (l *listener) stateLocked(name string) listenState {
-	return listenState{up: l.up, epoch: l.epoch, seq: l.seq[name], changed: l.state}
+func (l *listener) stateLocked() listenState {
+	return listenState{up: l.up, epoch: l.epoch, changed: l.state}
 }
 
 // stop ends the listener and waits for its goroutine. It is idempotent.
@@ -162,15 +161,20 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 	}
 }
 
-// deliver wakes the waiters of name.
+// deliver wakes the waiters of name and, for a partition, of its group.
 func (l *listener) deliver(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.seq[name]++
-	for wake := range l.waiters[name] {
-		select {
-		case wake <- struct{}{}:
-		default: // already has a wake-up pending
+	keys := []string{name}
+	if group, _, ok := lease.SplitPartitionKey(name); ok {
+		keys = append(keys, group)
+	}
+	for _, key := range keys {
+		for wake := range l.waiters[key] {
+			select {
+			case wake <- struct{}{}:
+			default: // already has a wake-up pending
+			}
 		}
 	}
 }

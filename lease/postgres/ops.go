@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,10 +15,17 @@ import (
 
 // recordColumns are the columns every statement returns, in scanRecord's
 // order; remaining is computed by the database from its own clock.
-const recordColumns = `name, holder, token, acquired_at, renewed_at, expires_at, released,
-	(extract(epoch FROM expires_at - now()) * 1000000)::bigint AS remaining_us,
-	step_down, successor, excluded_holder,
-	coalesce((extract(epoch FROM reserved_until - now()) * 1000000)::bigint, 0) AS reserved_us`
+var recordColumns = recordColumnsOf("")
+
+// recordColumnsOf is recordColumns with each column prefixed by alias
+// ("c.").
+func recordColumnsOf(alias string) string {
+	return strings.NewReplacer("$.", alias).Replace(`$.name, $.holder, $.token, $.acquired_at, $.renewed_at, $.expires_at, $.released,
+	(extract(epoch FROM $.expires_at - now()) * 1000000)::bigint AS remaining_us,
+	$.step_down, $.successor, $.excluded_holder,
+	coalesce((extract(epoch FROM $.reserved_until - now()) * 1000000)::bigint, 0) AS reserved_us,
+	$.location`)
+}
 
 // acquireAttempts bounds how often Acquire retries when the name became
 // free between a failed grant and the read that should name its holder.
@@ -34,10 +42,33 @@ func scanRecord(row pgx.Row) (lease.Record, error) {
 	var remainingUS, reservedUS int64
 	err := row.Scan(&rec.Name, &rec.Holder, &rec.Token, &rec.Acquired, &rec.Renewed,
 		&rec.Expires, &rec.Released, &remainingUS,
-		&rec.StepDown, &rec.Successor, &rec.Excluded, &reservedUS)
+		&rec.StepDown, &rec.Successor, &rec.Excluded, &reservedUS, &rec.Where)
 	rec.Remaining = time.Duration(remainingUS) * time.Microsecond
 	rec.Reserved = time.Duration(reservedUS) * time.Microsecond
 	return rec, err
+}
+
+// scanNullableRecord scans the destinations in prefix, then recordColumns
+// that may all be NULL (no lease); ok reports whether they were not.
+func scanNullableRecord(row pgx.Row, prefix ...any) (rec lease.Record, ok bool, err error) {
+	var (
+		name, holder, successor, excluded, where *string
+		token, remainingUS, reservedUS          *int64
+		acquired, renewed, expires              *time.Time
+		released, stepDown                      *bool
+	)
+	dest := append(prefix, &name, &holder, &token, &acquired, &renewed, &expires, &released, &remainingUS,
+		&stepDown, &successor, &excluded, &reservedUS, &where)
+	if err := row.Scan(dest...); err != nil || name == nil {
+		return lease.Record{}, false, err
+	}
+	rec = lease.Record{Name: *name, Holder: *holder, Token: *token, Acquired: *acquired, Renewed: *renewed,
+		Expires: *expires, Released: *released, Remaining: time.Duration(*remainingUS) * time.Microsecond,
+		StepDown: *stepDown, Successor: *successor, Excluded: *excluded, Where: *where}
+	if reservedUS != nil {
+		rec.Reserved = time.Duration(*reservedUS) * time.Microsecond
+	}
+	return rec, true, nil
 }
 
 // Acquire grants name to holder for ttl when the row is absent, released or
@@ -54,8 +85,19 @@ func scanRecord(row pgx.Row) (lease.Record, error) {
 // While a child's transaction holds fence on the name, Acquire waits for
 // that transaction to end (up to ctx's deadline).
 func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	return s.grant(ctx, "acquire", name, holder, lease.Record{}, ttl)
+}
+
+// Seize is Acquire that also takes the name over from the tenure dead while
+// the row still names it, expired or not.
+func (s *Store) Seize(ctx context.Context, name, holder string, dead lease.Record, ttl time.Duration) (lease.Record, error) {
+	return s.grant(ctx, "seize", name, holder, dead, ttl)
+}
+
+func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.Record, ttl time.Duration) (lease.Record, error) {
+	op = fmt.Sprintf("%s lease %q", op, name)
 	if ttl <= 0 {
-		return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, errTTL)
+		return lease.Record{}, fmt.Errorf("%s: %w", op, errTTL)
 	}
 	q := fmt.Sprintf(`WITH seen AS (
 	INSERT INTO %[3]s AS c (name, holder, seen_until)
@@ -75,8 +117,9 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 		step_down = false,
 		successor = '',
 		excluded_holder = '',
-		reserved_until = NULL
-	WHERE (l.released OR l.expires_at <= now())
+		reserved_until = NULL,
+		location = ''
+	WHERE (l.released OR l.expires_at <= now() OR (l.holder = $5 AND l.token = $6))
 		AND (l.reserved_until IS NULL OR l.reserved_until <= now()
 			OR (l.successor <> '' AND l.successor = excluded.holder)
 			OR (l.successor = '' AND l.excluded_holder <> excluded.holder))
@@ -84,15 +127,13 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 )
 SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS notified`, s.table, recordColumns, s.candidates)
 	for range acquireAttempts {
-		mark := s.mark(name)
 		var rec lease.Record
 		err := s.do(ctx, func(conn *pgx.Conn) error {
 			var err error
-			rec, err = scanRecord(conn.QueryRow(ctx, q, name, holder, ttl.Microseconds(), s.channel))
+			rec, err = scanRecord(conn.QueryRow(ctx, q, name, holder, ttl.Microseconds(), s.channel, dead.Holder, dead.Token))
 			return err
 		})
 		if err == nil {
-			s.observe(name, mark, stateOf(rec))
 			return rec, nil
 		}
 		if uniqueViolation(err) {
@@ -103,20 +144,22 @@ SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS noti
 			continue
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return lease.Record{}, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
+			return lease.Record{}, s.wrap(op, err)
 		}
-		cur, err := s.get(ctx, name, mark)
+		cur, err := s.Get(ctx, name)
 		switch {
-		case err == nil && cur.Blocks(holder) > 0:
-			cur.Remaining = cur.Blocks(holder)
-			return lease.Record{}, &lease.HeldError{Record: cur}
-		case err == nil, errors.Is(err, lease.ErrNotFound):
-			continue // freed or deleted since the grant was refused: try again
+		case err == nil:
+			if refusal := lease.Refusal(cur, holder); refusal != nil {
+				return lease.Record{}, refusal
+			}
+			continue // freed since the grant was refused: try again
+		case errors.Is(err, lease.ErrNotFound):
+			continue // deleted since
 		default:
-			return lease.Record{}, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
+			return lease.Record{}, s.wrap(op, err)
 		}
 	}
-	return lease.Record{}, fmt.Errorf("acquire lease %q: the name changed hands %d times during the attempt", name, acquireAttempts)
+	return lease.Record{}, fmt.Errorf("%s: the name changed hands %d times during the attempt", op, acquireAttempts)
 }
 
 // Renew extends the lease to ttl from the database's now if holder still
@@ -144,6 +187,25 @@ RETURNING %s`, s.table, recordColumns)
 		return lease.Record{}, s.wrap(fmt.Sprintf("renew lease %q", name), err)
 	}
 	return rec, nil
+}
+
+// Annotate sets the row's location if holder holds name with token and it
+// has not expired, and notifies waiters in the same statement.
+func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, where string) error {
+	q := fmt.Sprintf(`WITH noted AS (
+	UPDATE %s SET location = $5
+	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released AND expires_at > now()
+	RETURNING name
+)
+SELECT noted.name FROM noted CROSS JOIN LATERAL pg_notify($4, noted.name) AS notified`, s.table)
+	err := s.do(ctx, func(conn *pgx.Conn) error {
+		var got string
+		return conn.QueryRow(ctx, q, name, holder, token, s.channel, where).Scan(&got)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return lease.ErrLost
+	}
+	return s.wrap(fmt.Sprintf("annotate lease %q", name), err)
 }
 
 // Release marks name released if holder holds it with token and it has not
@@ -200,29 +262,14 @@ SELECT %[2]s FROM asked CROSS JOIN LATERAL pg_notify($4, asked.name) AS notified
 		return lease.Record{}, s.wrap(op, err)
 	}
 	cur, err := s.Get(ctx, name)
-	switch {
-	case errors.Is(err, lease.ErrNotFound):
-		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrNotFound)
-	case err != nil:
+	if err != nil && !errors.Is(err, lease.ErrNotFound) {
 		return lease.Record{}, s.wrap(op, err)
-	case !cur.Held():
-		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrNotHeld)
-	case cur.Holder == successor:
-		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrAlreadyLeader)
-	default:
-		return lease.Record{}, fmt.Errorf("%s: %w", op, lease.ErrUnknownSuccessor)
 	}
+	return lease.Record{}, fmt.Errorf("%s: %w", op, lease.StepDownRefusal(cur, err == nil, successor))
 }
 
 // Get returns name's record, or lease.ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
-	rec, err := s.get(ctx, name, s.mark(name))
-	return rec, s.wrap(fmt.Sprintf("get lease %q", name), err)
-}
-
-// get reads name's row and remembers what it saw for Wait; mark is the
-// listener's state from before the read was sent.
-func (s *Store) get(ctx context.Context, name string, mark listenState) (lease.Record, error) {
 	q := fmt.Sprintf(`SELECT %s FROM %s WHERE name = $1`, recordColumns, s.table)
 	var rec lease.Record
 	err := s.do(ctx, func(conn *pgx.Conn) error {
@@ -230,15 +277,10 @@ func (s *Store) get(ctx context.Context, name string, mark listenState) (lease.R
 		rec, err = scanRecord(conn.QueryRow(ctx, q, name))
 		return err
 	})
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		s.observe(name, mark, rowState{})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return lease.Record{}, lease.ErrNotFound
-	case err != nil:
-		return lease.Record{}, err
 	}
-	s.observe(name, mark, stateOf(rec))
-	return rec, nil
+	return rec, s.wrap(fmt.Sprintf("get lease %q", name), err)
 }
 
 // List returns every record, ordered by name bytewise.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // Pool sizing. Every statement is short, so a few connections serve many
@@ -64,7 +66,7 @@ func (p *pool) get(ctx context.Context) (*pgx.Conn, error) {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, errClosed
+			return nil, lease.ErrClosed
 		}
 		n := len(p.idle)
 		if n == 0 {

@@ -19,6 +19,13 @@ const tableName = "leases"
 // the holders that tried to acquire a name, each seen until seen_until.
 const candidatesName = "candidates"
 
+// groupsName and membersName are the tables of groups (their number of
+// partitions) and of their members.
+const (
+	groupsName  = "groups"
+	membersName = "members"
+)
+
 // SchemaSQL returns the statements that create leaderrun's schema, lease
 // table and fence function, idempotently. Open runs them when the objects
 // are missing; an administrator can run them ahead of time for a role that
@@ -32,6 +39,8 @@ func SchemaSQL(schema string) string {
 	s := pgx.Identifier{schema}.Sanitize()
 	t := pgx.Identifier{schema, tableName}.Sanitize()
 	c := pgx.Identifier{schema, candidatesName}.Sanitize()
+	g := pgx.Identifier{schema, groupsName}.Sanitize()
+	m := pgx.Identifier{schema, membersName}.Sanitize()
 	return fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %[1]s;
 
 CREATE TABLE IF NOT EXISTS %[2]s (
@@ -56,6 +65,25 @@ ALTER TABLE %[2]s
     ADD COLUMN IF NOT EXISTS successor       text NOT NULL DEFAULT '',
     ADD COLUMN IF NOT EXISTS excluded_holder text NOT NULL DEFAULT '',
     ADD COLUMN IF NOT EXISTS reserved_until  timestamptz;
+
+-- Where the holder runs (lease.Record.Where), for a follower on its host.
+ALTER TABLE %[2]s
+    ADD COLUMN IF NOT EXISTS location text NOT NULL DEFAULT '';
+
+-- Groups of partitions: a partition's lease is the row of %[2]s named
+-- "GROUP #P". The number of partitions is fixed when a group is created.
+CREATE TABLE IF NOT EXISTS %[5]s (
+    name       text PRIMARY KEY,
+    partitions integer NOT NULL CHECK (partitions > 0)
+);
+
+-- The members of each group, live while expires_at is in the future.
+CREATE TABLE IF NOT EXISTS %[6]s (
+    grp        text NOT NULL,
+    member     text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (grp, member)
+);
 
 -- Holders that tried to acquire a name: the identities a step-down may
 -- name as successor while seen_until is in the future.
@@ -96,7 +124,7 @@ END
 $fence$;
 
 REVOKE ALL ON FUNCTION %[1]s.fence(text, bigint) FROM PUBLIC;
-`, s, t, FenceSQLState, c)
+`, s, t, FenceSQLState, c, g, m)
 }
 
 // ensureSchema creates the schema, table and fence function unless they
@@ -141,9 +169,9 @@ func (s *Store) createSchema(ctx context.Context, conn *pgx.Conn) error {
 func (s *Store) schemaExists(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	var ok bool
 	err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL
-	AND to_regclass($3) IS NOT NULL
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'reserved_until' AND NOT attisdropped)`,
-		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)", s.candidates,
+	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'location' AND NOT attisdropped)`,
+		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)", s.candidates, s.groups, s.members,
 	).Scan(&ok)
 	return ok, err
 }

@@ -43,39 +43,17 @@ type Store struct {
 	schema     string
 	table      string // quoted, schema-qualified
 	candidates string // quoted, schema-qualified
+	groups     string // quoted, schema-qualified
+	members    string // quoted, schema-qualified
 	channel    string // NOTIFY channel of the schema
 	pool       *pool
 	listener   *listener // nil with leaderrun_listen=off
 
 	closeOnce sync.Once
 	closed    chan struct{}
-
-	mu   sync.Mutex             // guards seen
-	seen map[string]observation // the last state of each name this Store read
 }
 
 var _ lease.Store = (*Store)(nil)
-
-// observation is what a statement saw of a name, and what the listener had
-// delivered before the statement was sent. Wait compares against it.
-type observation struct {
-	mark listenState
-	row  rowState
-}
-
-// rowState is the part of a record that changes when a name changes hands;
-// a renewal does not change it.
-type rowState struct {
-	exists   bool
-	holder   string
-	token    int64
-	released bool
-	stepDown bool
-}
-
-func stateOf(rec lease.Record) rowState {
-	return rowState{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}
-}
 
 // Open connects to the PostgreSQL server that dsn names and creates the
 // lease schema, table and fence function unless they exist.
@@ -125,10 +103,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		schema:     opts.schema,
 		table:      pgx.Identifier{opts.schema, tableName}.Sanitize(),
 		candidates: pgx.Identifier{opts.schema, candidatesName}.Sanitize(),
+		groups:     pgx.Identifier{opts.schema, groupsName}.Sanitize(),
+		members:    pgx.Identifier{opts.schema, membersName}.Sanitize(),
 		channel:    channelName(opts.schema),
 		pool:       newPool(cfg),
 		closed:     make(chan struct{}),
-		seen:       map[string]observation{},
 	}
 	if opts.listen {
 		lcfg := cfg.Copy()
@@ -159,8 +138,8 @@ func channelName(schema string) string {
 func (s *Store) Describe() string { return s.describe }
 
 // Close stops the LISTEN connection and closes the store's connections.
-// Calls in flight fail; Wait returns an error. It does not release leases
-// and is safe to call more than once.
+// Calls in flight fail; Waits return lease.ErrClosed. It does not release
+// leases and is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
@@ -181,33 +160,10 @@ func (s *Store) wrap(op string, err error) error {
 func (s *Store) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 	select {
 	case <-s.closed:
-		return errClosed
+		return lease.ErrClosed
 	default:
 	}
 	return s.pool.do(ctx, fn)
-}
-
-// mark returns what the listener had delivered for name so far; its zero
-// value (not up) when there is no listener or it has not connected.
-func (s *Store) mark(name string) listenState {
-	if s.listener == nil {
-		return listenState{}
-	}
-	return s.listener.current(name)
-}
-
-func (s *Store) observe(name string, mark listenState, row rowState) {
-	mark.changed = nil
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seen[name] = observation{mark: mark, row: row}
-}
-
-func (s *Store) observed(name string) (observation, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.seen[name]
-	return o, ok
 }
 
 // errTTL is returned for a lease duration that is not positive.

@@ -11,12 +11,23 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// startWait runs s.Wait in the background and reports when it returns.
-func startWait(t *testing.T, s *Store, name string, timeout time.Duration) <-chan error {
+// startWait runs s.Wait from seen in the background and reports when it
+// returns.
+func startWait(t *testing.T, s *Store, name string, seen lease.Record, timeout time.Duration) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- s.Wait(testCtx(t), name, timeout) }()
+	go func() { done <- s.Wait(testCtx(t), name, seen, timeout) }()
 	return done
+}
+
+// current is what s reads of name now: the zero Record when absent.
+func current(t *testing.T, s *Store, name string) lease.Record {
+	t.Helper()
+	rec, err := s.Get(testCtx(t), name)
+	if err != nil && !errors.Is(err, lease.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 // wantWoken fails unless Wait returns nil within limit.
@@ -42,7 +53,7 @@ func wantWoken(t *testing.T, done <-chan error, limit time.Duration) time.Durati
 func acquireSeen(t *testing.T, leader, follower *Store, name string) lease.Record {
 	t.Helper()
 	ctx := testCtx(t)
-	done := startWait(t, follower, name, 30*time.Second)
+	done := startWait(t, follower, name, current(t, follower, name), 30*time.Second)
 	listening(t, follower, name)
 	rec, err := leader.Acquire(ctx, name, "leader", time.Minute)
 	if err != nil {
@@ -73,7 +84,7 @@ func TestRenewDoesNotWakeWaiter(t *testing.T) {
 	}
 	const timeout = time.Second
 	start := time.Now()
-	done := startWait(t, follower, "n", timeout)
+	done := startWait(t, follower, "n", rec, timeout)
 	listening(t, follower, "n")
 	for range 3 {
 		if _, err := leader.Renew(ctx, "n", "a", rec.Token, time.Minute); err != nil {
@@ -90,7 +101,7 @@ func TestAcquireByNewHolderWakesWaiter(t *testing.T) {
 	dsn, _ := newSchema(t)
 	a, b := openStore(t, dsn), openStore(t, dsn)
 	ctx := testCtx(t)
-	done := startWait(t, b, "n", 20*time.Second)
+	done := startWait(t, b, "n", lease.Record{}, 20*time.Second)
 	listening(t, b, "n")
 	if _, err := a.Acquire(ctx, "n", "a", time.Minute); err != nil {
 		t.Fatal(err)
@@ -106,7 +117,7 @@ func TestWaitSurvivesKilledListenConnection(t *testing.T) {
 	leader, follower := openStore(t, dsn), openStore(t, dsn)
 	ctx := testCtx(t)
 	rec := acquireSeen(t, leader, follower, "n")
-	done := startWait(t, follower, "n", 30*time.Second)
+	done := startWait(t, follower, "n", rec, 30*time.Second)
 	pid := listening(t, follower, "n")
 	epoch := follower.listener.current("n").epoch
 
@@ -132,7 +143,7 @@ func TestWaitSurvivesKilledListenConnection(t *testing.T) {
 
 	// The listener reconnects and delivers notifications again.
 	next := acquireSeen(t, leader, follower, "n")
-	done = startWait(t, follower, "n", 30*time.Second)
+	done = startWait(t, follower, "n", next, 30*time.Second)
 	if got := listening(t, follower, "n"); got == pid {
 		t.Errorf("listener pid after reconnect = %d, the killed one", got)
 	}
@@ -157,7 +168,7 @@ func TestWaitRereadsAfterReconnect(t *testing.T) {
 	follower := openStore(t, viaProxy(t, dsn, proxy.Addr()))
 	ctx := testCtx(t)
 	rec := acquireSeen(t, leader, follower, "n")
-	done := startWait(t, follower, "n", 30*time.Second)
+	done := startWait(t, follower, "n", rec, 30*time.Second)
 	listening(t, follower, "n")
 
 	proxy.Reset()
@@ -193,12 +204,12 @@ func campaign(ctx context.Context, s *Store, name, holder string) <-chan campaig
 				won <- campaignResult{rec, attempts, woke}
 				return
 			}
-			wait := 100 * time.Millisecond
+			wait, seen := 100*time.Millisecond, lease.Record{}
 			var held *lease.HeldError
 			if errors.As(err, &held) {
-				wait = held.Record.Remaining
+				wait, seen = held.Record.Remaining, held.Record
 			}
-			s.Wait(ctx, name, wait)
+			s.Wait(ctx, name, seen, wait)
 			woke = time.Now()
 		}
 	}()
@@ -261,13 +272,13 @@ func TestWaitEndsWhenStoreCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := startWait(t, s, "n", time.Minute)
+	done := startWait(t, s, "n", lease.Record{}, time.Minute)
 	listening(t, s, "n")
 	s.Close()
 	select {
 	case err := <-done:
-		if err == nil {
-			t.Error("Wait on a closed store returned nil, want an error")
+		if !errors.Is(err, lease.ErrClosed) {
+			t.Errorf("Wait on a closed store = %v, want lease.ErrClosed", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wait did not return after Close")

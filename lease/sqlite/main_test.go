@@ -138,7 +138,7 @@ func helperTakeOver(ctx context.Context, path string, in *bufio.Scanner) error {
 			return nil
 		case errors.As(err, &held):
 			fmt.Printf("held %s\n", held.Record.Holder)
-			if err := s.Wait(ctx, "crash", held.Record.Remaining); err != nil {
+			if err := s.Wait(ctx, "crash", held.Record, held.Record.Remaining); err != nil {
 				return err
 			}
 		default:
@@ -158,7 +158,11 @@ func helperWait(ctx context.Context, path string, in *bufio.Scanner) error {
 	waitSubscribed = func() { fmt.Println("waiting") }
 	fmt.Println("ready")
 	for in.Scan() {
-		if err := s.Wait(ctx, "handoff", 10*time.Second); err != nil {
+		seen, err := s.Get(ctx, "handoff")
+		if err != nil && !errors.Is(err, lease.ErrNotFound) {
+			return err
+		}
+		if err := s.Wait(ctx, "handoff", seen, 10*time.Second); err != nil {
 			return err
 		}
 		fmt.Printf("woke %d\n", time.Now().UnixNano())

@@ -16,118 +16,75 @@ import (
 // of a release in another process.
 const pollInterval = 25 * time.Millisecond
 
-// Wait implements lease.Store. It returns nil as soon as the holder, token,
-// released or step-down flag of name (or whether it exists) differs from
-// what they were when Wait began; renewals do not wake it. A change of
-// hands writes the wake file, which one inotify watch per Store sees at
+// Wait implements lease.Store. It returns nil as soon as name's tenure
+// differs from seen (lease.SameTenure); renewals do not wake it. A change
+// of hands writes the wake file, which one inotify watch per Store sees at
 // once; each waiter then re-reads its row. Without inotify, one connection
 // per Store polls PRAGMA data_version every pollInterval instead. A store
 // error ends Wait early with nil, a spurious wake-up; the caller's next
 // operation reports the error.
-func (s *Store) Wait(ctx context.Context, name string, timeout time.Duration) error {
+func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
+	return s.waitFor(ctx, timeout, func() (bool, error) {
+		cur, err := s.Get(ctx, name)
+		if errors.Is(err, lease.ErrNotFound) {
+			cur, err = lease.Record{}, nil
+		}
+		return err == nil && !lease.SameTenure(cur, seen), err
+	})
+}
+
+// WaitGroup implements lease.Store as Wait does, comparing the whole group
+// (lease.SameGroup).
+func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
+	return s.waitFor(ctx, timeout, func() (bool, error) {
+		cur, err := s.GetGroup(ctx, group)
+		if errors.Is(err, lease.ErrNotFound) {
+			cur, err = lease.Group{}, nil
+		}
+		return err == nil && !lease.SameGroup(cur, seen), err
+	})
+}
+
+// waitFor returns nil once changed reports a change or an error, or at
+// timeout; ctx's error when ctx ends; lease.ErrClosed when the store is
+// closed. It calls changed first with the wake-up watch already in place,
+// and again after every wake-up.
+func (s *Store) waitFor(ctx context.Context, timeout time.Duration, changed func() (bool, error)) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	changed, done := s.watch.subscribe()
+	next, done := s.watch.subscribe()
 	defer done()
-	ch := changed()
-	start, known, moved := s.recalled(name)
-	if moved {
-		return nil // a change was announced since the caller's Acquire read
-	}
-	if !known {
-		var err error
-		if start, err = s.owner(ctx, name); err != nil {
+	for first := true; ; first = false {
+		// Take the next channel before reading, so that a change after
+		// the read closes it.
+		ch := next()
+		moved, err := changed()
+		switch {
+		case s.check() != nil:
+			return lease.ErrClosed
+		case ctx.Err() != nil:
 			return ctx.Err()
+		case moved || err != nil:
+			return nil
 		}
-	}
-	if waitSubscribed != nil {
-		waitSubscribed()
-	}
-	for {
+		if first && waitSubscribed != nil {
+			waitSubscribed()
+		}
 		select {
 		case <-ch:
 		case <-timer.C:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-		// Take the next channel before reading the row, so that a change
-		// after the read closes it.
-		ch = changed()
-		cur, err := s.owner(ctx, name)
-		if err != nil || cur != start {
-			return ctx.Err()
+		case <-s.closed:
+			return lease.ErrClosed
 		}
 	}
 }
 
-// waitSubscribed, when set by a test, is called once a Wait has read its
-// starting state and any later change will wake it.
+// waitSubscribed, when set by a test, is called once a Wait has read the
+// current state and any later change will wake it.
 var waitSubscribed func()
-
-// owner is what Wait compares: who holds a name under which token, whether
-// it was released, and whether a step-down was requested.
-type owner struct {
-	exists   bool
-	holder   string
-	token    int64
-	released bool
-	stepDown bool
-}
-
-func (s *Store) owner(ctx context.Context, name string) (owner, error) {
-	rec, err := s.Get(ctx, name)
-	if errors.Is(err, lease.ErrNotFound) {
-		return owner{}, nil
-	}
-	if err != nil {
-		return owner{}, err
-	}
-	return ownerOf(rec), nil
-}
-
-func ownerOf(rec lease.Record) owner {
-	return owner{exists: true, holder: rec.Holder, token: rec.Token, released: rec.Released, stepDown: rec.StepDown}
-}
-
-// seen is what a refused Acquire read of a name, and the watcher's
-// generation just before that read.
-type seen struct {
-	owner owner
-	gen   uint64
-}
-
-// remember keeps what a refused Acquire read, taken while the wake watch
-// ran at generation gen, so that the Wait that follows need not read again.
-func (s *Store) remember(name string, o owner, gen uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.seen == nil {
-		s.seen = make(map[string]seen)
-	}
-	s.seen[name] = seen{owner: o, gen: gen}
-}
-
-// recalled returns what a refused Acquire read of name, while the wake
-// watch ran: known when no change of hands has been announced since (the
-// watch's generation has not moved), moved when one has, in which case
-// the caller should look again at once. With neither, the caller reads
-// the record itself. The caller has subscribed already, so a change after
-// this check wakes it.
-func (s *Store) recalled(name string) (o owner, known, moved bool) {
-	gen, watching := s.watch.generation()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.seen[name]
-	delete(s.seen, name) // good for one Wait only
-	if !ok || !watching {
-		return owner{}, false, false
-	}
-	if r.gen != gen {
-		return owner{}, false, true
-	}
-	return r.owner, true, false
-}
 
 // watcher tells the waiters when a name in the database may have changed
 // hands, while any Wait is running: it watches the wake file with inotify,
@@ -141,7 +98,6 @@ type watcher struct {
 	mu       sync.Mutex    // guards the fields below
 	waiters  int           // Waits subscribed
 	changed  chan struct{} // closed, then replaced, when the database may have changed
-	gen      uint64        // how often changed was closed
 	watching bool          // an inotify watch runs; once started it runs until close
 	stop     func()        // ends the running poller; nil when none runs
 	done     chan struct{} // closed when the last poller started has ended
@@ -183,8 +139,8 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.waiters--
-		// An inotify watch costs nothing while idle and keeps counting
-		// generations between Waits; only polling stops.
+		// An inotify watch costs nothing while idle and is ready for
+		// the next Wait; only polling stops.
 		if w.waiters == 0 && w.stop != nil && !w.watching {
 			w.stop()
 			w.stop = nil
@@ -286,16 +242,6 @@ func (w *watcher) broadcast() {
 	defer w.mu.Unlock()
 	close(w.changed)
 	w.changed = make(chan struct{})
-	w.gen++
-}
-
-// generation returns how many changes the watcher has announced, and
-// whether an inotify watch is running, without which the count means
-// nothing.
-func (w *watcher) generation() (gen uint64, watching bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.gen, w.watching
 }
 
 // close stops the poller, wakes every waiter and closes the connection.
