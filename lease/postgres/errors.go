@@ -11,7 +11,6 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-
 // permanent reports whether no retry can fix err: the server refused the
 // login, the database does not exist, the role lacks a privilege, or the
 // session is read-only. A connection that was refused, timed out or could

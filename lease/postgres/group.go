@@ -30,7 +30,7 @@ const nullRecord = `NULL::text, NULL::text, NULL::bigint, NULL::timestamptz, NUL
 	NULL::boolean, NULL::bigint, NULL::boolean, NULL::text, NULL::text, NULL::bigint, NULL::text`
 
 // groupTail is the end of every group statement: $1 is the group, $2 the
-// calling member ('' for none); the statement defines the CTEs g
+// calling member (” for none); the statement defines the CTEs g
 // (partitions), kept (member, expires_at), renewed (lease rows) and
 // notified (one row per notification sent).
 func (s *Store) groupTail() string {

@@ -53,9 +53,9 @@ func scanRecord(row pgx.Row) (lease.Record, error) {
 func scanNullableRecord(row pgx.Row, prefix ...any) (rec lease.Record, ok bool, err error) {
 	var (
 		name, holder, successor, excluded, where *string
-		token, remainingUS, reservedUS          *int64
-		acquired, renewed, expires              *time.Time
-		released, stepDown                      *bool
+		token, remainingUS, reservedUS           *int64
+		acquired, renewed, expires               *time.Time
+		released, stepDown                       *bool
 	)
 	dest := append(prefix, &name, &holder, &token, &acquired, &renewed, &expires, &released, &remainingUS,
 		&stepDown, &successor, &excluded, &reservedUS, &where)

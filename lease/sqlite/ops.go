@@ -25,7 +25,7 @@ import (
 // has expired, was written during another boot, or (Seize) still names the
 // proved-dead holder ?7 with token ?8 — unless a step-down reservation of
 // this boot keeps holder ?2 out. It returns no row when the name is not
-// free for ?2. Acquire passes '' and 0 for ?7 and ?8, which no row has.
+// free for ?2. Acquire passes ” and 0 for ?7 and ?8, which no row has.
 const grantSQL = `INSERT INTO leases (` + columns + `)
 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, 0, 0, '', '', 0, '')
 ON CONFLICT (name) DO UPDATE SET
