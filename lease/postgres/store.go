@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leaderrun/leaderrun/internal/tcpdial"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -90,7 +91,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if cfg.Password != "" {
 		secrets = append(secrets, cfg.Password) // from PGPASSWORD or the passfile, too
 	}
-	cfg.DialFunc = newDialer().DialContext
+	cfg.DialFunc = tcpdial.New().DialContext
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = defaultApplicationName
 	}

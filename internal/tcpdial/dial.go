@@ -1,4 +1,7 @@
-package postgres
+// Package tcpdial dials the stores' TCP connections so that a partitioned
+// connection fails in seconds: TCP keepalive and TCP_USER_TIMEOUT, which
+// the database drivers do not set from their DSNs.
+package tcpdial
 
 import (
 	"net"
@@ -15,10 +18,9 @@ const (
 	userTimeout       = 10 * time.Second
 )
 
-// newDialer returns the dialer for every connection to the server: TCP
-// keepalive after keepAliveIdle and TCP_USER_TIMEOUT of userTimeout.
-// pgx does not take libpq's keepalive parameters from the DSN.
-func newDialer() *net.Dialer {
+// New returns the dialer for every connection to a store's server: TCP
+// keepalive after 5s idle, probed every 5s, and TCP_USER_TIMEOUT of 10s.
+func New() *net.Dialer {
 	return &net.Dialer{
 		KeepAliveConfig: net.KeepAliveConfig{
 			Enable:   true,

@@ -1,4 +1,4 @@
-package postgres
+package tcpdial
 
 import (
 	"context"
@@ -17,7 +17,7 @@ func TestDialerSetsKeepaliveAndUserTimeout(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := newDialer().DialContext(ctx, "tcp", ln.Addr().String())
+	conn, err := New().DialContext(ctx, "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
