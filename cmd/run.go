@@ -26,6 +26,47 @@ import (
 // maxRestartDelay caps the growth of --restart-delay on repeated failures.
 const maxRestartDelay = time.Minute
 
+// minRestartBackoff is the least unit the restart delay doubles from, so
+// that a zero --restart-delay still backs off on repeated failures.
+const minRestartBackoff = 100 * time.Millisecond
+
+// restartDelay is how long to wait before campaigning again after the
+// command exited, when that was its failures-th failure in a row (0: it
+// succeeded): base for the first, then doubling, up to maxRestartDelay.
+// The doubling saturates; it never overflows, whatever failures is.
+func restartDelay(base time.Duration, failures int) time.Duration {
+	base = min(max(base, 0), maxRestartDelay)
+	if failures <= 1 {
+		return base
+	}
+	unit := max(base, minRestartBackoff)
+	shift := failures - 1
+	if shift >= 62 || unit > maxRestartDelay>>shift {
+		return maxRestartDelay
+	}
+	return min(unit<<shift, maxRestartDelay)
+}
+
+// child is what the loop uses of a running command: a *supervise.Child,
+// or a fake in the loop's tests.
+type child interface {
+	Pid() int
+	Done() <-chan struct{}
+	Foreground() bool
+	Signal(sig syscall.Signal) error
+	Stop() supervise.Status
+	StopWith(sig syscall.Signal) supervise.Status
+}
+
+// startChild starts a tenure's command.
+func startChild(spec supervise.Spec) (child, error) {
+	c, err := supervise.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // releaseTimeout bounds the hand-back of the name at the end of a tenure.
 const releaseTimeout = 5 * time.Second
 
@@ -43,12 +84,8 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	if holder == "" {
 		holder = defaultIdentity()
 	}
-	l := &leader{
-		cfg: rc, dsn: dsn, holder: holder,
-		log:      log.With("name", rc.Name, "holder", holder),
-		report:   newReporter(rc.Name, holder, rc.RenewDeadline),
-		stopping: make(chan struct{}),
-	}
+	l := newLeader(rc, holder, log)
+	l.dsn = dsn
 	var g run.Group
 	quit := make(chan struct{})
 	g.Add(func() error { l.relaySignals(sigs, quit); return nil },
@@ -76,11 +113,23 @@ type leader struct {
 	holder  string
 	elector *lease.Elector // set by run once the store is open
 	report  *reporter
+	start   func(supervise.Spec) (child, error) // startChild, or a fake
+	clock   lease.Clock                         // nil: lease.BootClock
 
 	mu       sync.Mutex // guards child, stopSig and stopping's closing
-	child    *supervise.Child
+	child    child
 	stopSig  syscall.Signal
 	stopping chan struct{} // closed when leaderrun was told to stop
+}
+
+func newLeader(rc runConfig, holder string, log *slog.Logger) *leader {
+	return &leader{
+		cfg: rc, holder: holder,
+		log:      log.With("name", rc.Name, "holder", holder),
+		report:   newReporter(rc.Name, holder, rc.RenewDeadline),
+		start:    startChild,
+		stopping: make(chan struct{}),
+	}
 }
 
 // relaySignals forwards signals to the current child until quit closes.
@@ -131,14 +180,14 @@ func (l *leader) stopReason() string {
 	return "stop signal " + signals.Name(l.stopSig)
 }
 
-func (l *leader) current() *supervise.Child {
+func (l *leader) current() child {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.child
 }
 
 // setCurrent publishes the child that signals are forwarded to.
-func (l *leader) setCurrent(c *supervise.Child) {
+func (l *leader) setCurrent(c child) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.child = c
@@ -160,16 +209,22 @@ func (l *leader) run() error {
 		return err
 	}
 	defer store.Close()
+	l.useStore(store)
 	rc := l.cfg
-	l.elector = &lease.Elector{
-		Store: store, Name: rc.Name, Holder: l.holder,
-		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
-		Logger: l.log, Observe: l.report.storeCall,
-	}
 	l.report.campaigning()
 	l.log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
 		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
 	return l.loop()
+}
+
+// useStore makes the loop campaign in store.
+func (l *leader) useStore(store lease.Store) {
+	rc := l.cfg
+	l.elector = &lease.Elector{
+		Store: store, Name: rc.Name, Holder: l.holder,
+		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
+		Logger: l.log, Observe: l.report.storeCall, Clock: l.clock,
+	}
 }
 
 // openStore opens the store, retrying while it is merely unreachable. A
@@ -239,7 +294,7 @@ func (l *leader) loop() error {
 		} else {
 			failures++
 		}
-		delay := min(l.cfg.RestartDelay<<max(failures-1, 0), maxRestartDelay)
+		delay := restartDelay(l.cfg.RestartDelay, failures)
 		log.Info("campaigning again after the restart delay", "delay", delay, "consecutive_failures", failures)
 		select {
 		case <-time.After(delay):
@@ -291,8 +346,6 @@ func (l *leader) campaignError(ctx context.Context, err error) error {
 	return err
 }
 
-// serve runs the command for one tenure and returns its status once it and
-// every descendant are dead; exited says whether it ended on its own.
 // tenureEnd is how a tenure's command ended.
 type tenureEnd struct {
 	status  supervise.Status
@@ -301,11 +354,13 @@ type tenureEnd struct {
 	why     string // for the tenure's last log line
 }
 
+// serve runs the command for one tenure and returns how it ended once it
+// and every descendant are dead.
 func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd, err error) {
 	// Hold mu from fork to publication, so that a signal arriving as the
 	// child starts waits for it instead of finding no child to forward to.
 	l.mu.Lock()
-	child, err := supervise.Start(supervise.Spec{
+	child, err := l.start(supervise.Spec{
 		Path:         l.cfg.Command[0],
 		Args:         l.cfg.Command,
 		Env:          l.childEnv(ten),

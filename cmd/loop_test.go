@@ -1,0 +1,372 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"github.com/leaderrun/leaderrun/supervise"
+)
+
+// The leader loop's tests run in synctest bubbles against the in-memory
+// store, with fake children that record what happened to them in one
+// event log shared with the store: the order of "stopped" and "released"
+// is the property under test.
+
+func TestRestartDelay(t *testing.T) {
+	tests := []struct {
+		base     time.Duration
+		failures int
+		want     time.Duration
+	}{
+		{time.Second, 0, time.Second},
+		{time.Second, 1, time.Second},
+		{time.Second, 2, 2 * time.Second},
+		{time.Second, 6, 32 * time.Second},
+		{time.Second, 7, maxRestartDelay},
+		{time.Second, 34, maxRestartDelay},
+		{time.Second, 35, maxRestartDelay},
+		{time.Second, 64, maxRestartDelay},
+		{time.Second, 1000, maxRestartDelay},
+		{0, 0, 0},
+		{0, 1, 0},
+		{0, 2, 2 * minRestartBackoff},
+		{0, 3, 4 * minRestartBackoff},
+		{0, 1000, maxRestartDelay},
+		{time.Hour, 1, maxRestartDelay},
+		{time.Hour, 64, maxRestartDelay},
+		{-time.Second, 5, 16 * minRestartBackoff},
+	}
+	for _, tc := range tests {
+		if got := restartDelay(tc.base, tc.failures); got != tc.want {
+			t.Errorf("restartDelay(%v, %d) = %v, want %v", tc.base, tc.failures, got, tc.want)
+		}
+	}
+}
+
+// events is the log the fakes write to.
+type events struct {
+	mu  sync.Mutex // guards log
+	log []string
+}
+
+func (e *events) add(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = append(e.log, fmt.Sprintf(format, args...))
+}
+
+func (e *events) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.log)
+}
+
+// before reports whether both an event starting with a and one starting
+// with b were logged, the first of a's before the first of b's.
+func (e *events) before(a, b string) bool {
+	ia, ib := -1, -1
+	for i, ev := range e.list() {
+		if ia < 0 && strings.HasPrefix(ev, a) {
+			ia = i
+		}
+		if ib < 0 && strings.HasPrefix(ev, b) {
+			ib = i
+		}
+	}
+	return ia >= 0 && ib >= 0 && ia < ib
+}
+
+// fakeChild is a command that runs until the test makes it exit or the
+// loop stops it; it dies of the signal it is stopped with.
+type fakeChild struct {
+	n    int // how many children were started before this one
+	ev   *events
+	done chan struct{}
+
+	mu     sync.Mutex // guards status and closed
+	status supervise.Status
+	closed bool
+}
+
+func (c *fakeChild) Pid() int                    { return 1000 + c.n }
+func (c *fakeChild) Done() <-chan struct{}       { return c.done }
+func (c *fakeChild) Foreground() bool            { return false }
+func (c *fakeChild) Signal(syscall.Signal) error { return nil }
+func (c *fakeChild) Stop() supervise.Status      { return c.StopWith(syscall.SIGTERM) }
+
+func (c *fakeChild) StopWith(sig syscall.Signal) supervise.Status {
+	c.end(supervise.Status{Signal: sig})
+	c.ev.add("stopped %d", c.n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+// exit makes the child exit on its own with code.
+func (c *fakeChild) exit(code int) {
+	c.ev.add("exited %d", c.n)
+	c.end(supervise.Status{Code: code})
+}
+
+func (c *fakeChild) end(st supervise.Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed, c.status = true, st
+		close(c.done)
+	}
+}
+
+// starter starts fake children and hands each to the test.
+type starter struct {
+	ev      *events
+	mu      sync.Mutex // guards n
+	n       int
+	started chan *fakeChild
+}
+
+func (s *starter) start(spec supervise.Spec) (child, error) {
+	s.mu.Lock()
+	n := s.n
+	s.n++
+	s.mu.Unlock()
+	c := &fakeChild{n: n, ev: s.ev, done: make(chan struct{})}
+	s.ev.add("started %d token=%s", n, envValue(spec.Env, "LEADERRUN_TOKEN"))
+	s.started <- c
+	return c, nil
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// loggingStore logs every release into the event log.
+type loggingStore struct {
+	*leasetest.Memory
+	ev *events
+}
+
+func (s loggingStore) Release(ctx context.Context, name, holder string, token int64) error {
+	err := s.Memory.Release(ctx, name, holder, token)
+	s.ev.add("released err=%v", err)
+	return err
+}
+
+// loop is a leader loop under test.
+type loop struct {
+	t     *testing.T
+	l     *leader
+	m     *leasetest.Memory
+	ev    *events
+	st    *starter
+	start time.Time
+	errc  chan error
+}
+
+func testTiming() config.Timing {
+	return config.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 8 * time.Second,
+		RetryPeriod: 2 * time.Second, KillGrace: 5 * time.Second}
+}
+
+// startLoop runs a leader loop for holder "a" of "relay"; adjust changes
+// its configuration first.
+func startLoop(t *testing.T, adjust func(*runConfig)) *loop {
+	ev := &events{}
+	m := &leasetest.Memory{}
+	rc := runConfig{Config: config.Config{Name: "relay", Timing: testTiming(),
+		RestartDelay: time.Second, Command: []string{"cmd"}}, StopSignal: syscall.SIGTERM}
+	if adjust != nil {
+		adjust(&rc)
+	}
+	lp := &loop{t: t, m: m, ev: ev, st: &starter{ev: ev, started: make(chan *fakeChild)},
+		start: time.Now(), errc: make(chan error, 1)}
+	lp.l = newLeader(rc, "a", slog.New(slog.DiscardHandler))
+	lp.l.start = lp.st.start
+	lp.l.clock = func() time.Duration { return time.Since(lp.start) }
+	lp.l.useStore(loggingStore{Memory: m, ev: ev})
+	go func() { lp.errc <- lp.l.loop() }()
+	return lp
+}
+
+// next returns the next child started, failing after limit.
+func (lp *loop) next(limit time.Duration) *fakeChild {
+	lp.t.Helper()
+	select {
+	case c := <-lp.st.started:
+		return c
+	case <-time.After(limit):
+		lp.t.Fatalf("no child started within %v; events %q", limit, lp.ev.list())
+		return nil
+	}
+}
+
+// end stops the loop if it still runs and returns what it returned.
+func (lp *loop) end() error {
+	lp.l.stop(0)
+	select {
+	case err := <-lp.errc:
+		return err
+	case <-time.After(time.Hour):
+		lp.t.Fatal("the loop did not end on a stop")
+		return nil
+	}
+}
+
+func TestLoopLostTenureStopsChildBeforeRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil)
+		first := lp.next(time.Second)
+		time.Sleep(3 * time.Second)
+		// Another holder takes the name behind the leader's back; its next
+		// renew (at 4s) is told the lease is lost.
+		lp.m.Delete("relay")
+		if _, err := lp.m.Acquire(context.Background(), "relay", "thief", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		<-first.Done()
+		if !lp.ev.before("stopped 0", "released") {
+			t.Errorf("events %q: want the child stopped before the release", lp.ev.list())
+		}
+		if err := lp.end(); !errors.Is(err, context.Canceled) {
+			t.Errorf("loop after a stop while standing by = %v, want context.Canceled (exit 0)", err)
+		}
+	})
+}
+
+func TestLoopChildExitStopsLeftoversBeforeRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil)
+		lp.next(time.Second).exit(1)
+		lp.next(10 * time.Second) // campaigns again after the restart delay
+		// Stop (which kills what the command left behind) before the
+		// release, and the release before the next start.
+		want := []string{"exited 0", "stopped 0", "released", "started 1"}
+		for i := 1; i < len(want); i++ {
+			if !lp.ev.before(want[i-1], want[i]) {
+				t.Errorf("events %q: want %q before %q", lp.ev.list(), want[i-1], want[i])
+			}
+		}
+		lp.end()
+	})
+}
+
+func TestLoopStopDuringRestartDelayExitsZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, func(rc *runConfig) { rc.RestartDelay = time.Minute })
+		lp.next(time.Second).exit(3)
+		time.Sleep(10 * time.Second)
+		synctest.Wait() // in the restart delay
+		if err := lp.end(); !errors.Is(err, context.Canceled) {
+			t.Errorf("loop stopped during the restart delay = %v, want context.Canceled (exit 0)", err)
+		}
+		if got := exitCode(context.Canceled); got != 0 {
+			t.Errorf("exit code = %d, want 0", got)
+		}
+	})
+}
+
+func TestLoopOnceExitsWithChildStatusAndReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, func(rc *runConfig) { rc.Once = true })
+		lp.next(time.Second).exit(3)
+		var err error
+		select {
+		case err = <-lp.errc:
+		case <-time.After(time.Hour):
+			t.Fatal("--once loop did not end after its child exited")
+		}
+		var exit *childExit
+		if !errors.As(err, &exit) || exit.status.Code != 3 {
+			t.Errorf("--once loop = %v, want the child's exit status 3", err)
+		}
+		rec, gerr := lp.m.Get(context.Background(), "relay")
+		if gerr != nil || !rec.Released {
+			t.Errorf("after --once, record = %+v, %v; want released", rec, gerr)
+		}
+	})
+}
+
+func TestLoopStopSignalStopsChildAndExitsWithItsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil)
+		lp.next(time.Second)
+		time.Sleep(5 * time.Second)
+		lp.l.stop(syscall.SIGINT)
+		err := <-lp.errc
+		var exit *childExit
+		if !errors.As(err, &exit) || exit.status.Signal != syscall.SIGINT {
+			t.Errorf("loop after SIGINT = %v, want the child killed by SIGINT", err)
+		}
+		if !lp.ev.before("stopped 0", "released") {
+			t.Errorf("events %q: want the child stopped before the release", lp.ev.list())
+		}
+	})
+}
+
+func TestLoopBacksOffOnRepeatedFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil)
+		var gaps []time.Duration
+		prev := time.Now()
+		c := lp.next(time.Second)
+		for range 9 {
+			c.exit(1)
+			c = lp.next(2 * maxRestartDelay)
+			gaps = append(gaps, time.Since(prev))
+			prev = time.Now()
+		}
+		c.exit(0) // a success resets the back-off
+		lp.next(2 * maxRestartDelay)
+		gaps = append(gaps, time.Since(prev))
+		want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60, 1}
+		for i := range want {
+			want[i] *= time.Second
+		}
+		if !slices.Equal(gaps, want) {
+			t.Errorf("gaps between starts = %v, want %v", gaps, want)
+		}
+		lp.end()
+	})
+}
+
+func TestLoopTokensIncreaseAcrossTenures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, func(rc *runConfig) { rc.RestartDelay = 0 })
+		for range 3 {
+			lp.next(time.Minute).exit(0)
+		}
+		lp.next(time.Minute)
+		lp.end()
+		var last int64
+		for _, ev := range lp.ev.list() {
+			var n int
+			var token int64
+			if _, err := fmt.Sscanf(ev, "started %d token=%d", &n, &token); err != nil {
+				continue
+			}
+			if token <= last {
+				t.Errorf("child %d got token %d, want > %d", n, token, last)
+			}
+			last = token
+		}
+	})
+}
