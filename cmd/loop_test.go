@@ -325,22 +325,27 @@ func TestLoopStopSignalStopsChildAndExitsWithItsStatus(t *testing.T) {
 func TestLoopBacksOffOnRepeatedFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lp := startLoop(t, nil)
-		var gaps []time.Duration
+		// Forty failures in a row: past the 35th, where a shift of 1s
+		// overflows, the delay must stay at its cap.
+		const failures = 40
+		var gaps, want []time.Duration
 		prev := time.Now()
 		c := lp.next(time.Second)
-		for range 9 {
+		for i := range failures {
 			c.exit(1)
 			c = lp.next(2 * maxRestartDelay)
 			gaps = append(gaps, time.Since(prev))
+			w := maxRestartDelay // 1s, 2s, 4s, … 32s, then the cap
+			if i < 6 {
+				w = time.Second << i
+			}
+			want = append(want, w)
 			prev = time.Now()
 		}
 		c.exit(0) // a success resets the back-off
 		lp.next(2 * maxRestartDelay)
 		gaps = append(gaps, time.Since(prev))
-		want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60, 1}
-		for i := range want {
-			want[i] *= time.Second
-		}
+		want = append(want, time.Second)
 		if !slices.Equal(gaps, want) {
 			t.Errorf("gaps between starts = %v, want %v", gaps, want)
 		}

@@ -132,6 +132,39 @@ func TestSlowSuccessfulRenewCountsFromSendTime(t *testing.T) {
 	})
 }
 
+// slowAcquireStore answers Acquire only after delay, as a slow network or a
+// busy database would.
+type slowAcquireStore struct {
+	*hangingStore
+	delay time.Duration
+}
+
+func (s *slowAcquireStore) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	rec, err := s.hangingStore.Acquire(ctx, name, holder, ttl)
+	time.Sleep(s.delay)
+	return rec, err
+}
+
+// TestFirstTrustCountsFromAcquireSendTime: the tenure's first deadline is
+// the acquire's send time + RenewDeadline, not its reply's: a slow reply
+// must not stretch trust past the store's expiry.
+func TestFirstTrustCountsFromAcquireSendTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowAcquireStore{hangingStore: &hangingStore{Memory: &leasetest.Memory{}}, delay: 1500 * time.Millisecond}
+		s.hang.Store(true) // no renewal ever succeeds
+		clock := newFakeClock()
+		e := elector(s, "a", clock)
+		e.RetryPeriod = 2 * time.Second // the acquire's timeout outlasts its delay
+		ten := campaign(t, e)
+		<-ten.Context().Done()
+		if got, limit := clock.now(), deadline+tick; got > limit {
+			t.Errorf("trust ended at %v, want by %v: the deadline counts from the acquire's send time (0), not its reply (%v)",
+				got, limit, s.delay)
+		}
+		ten.Release(context.Background())
+	})
+}
+
 type slowStore struct {
 	*leasetest.Memory
 	delay time.Duration

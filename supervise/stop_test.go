@@ -41,6 +41,24 @@ func TestStopIgnoringChild(t *testing.T) {
 	t.Logf("Stop took %v", took)
 }
 
+// TestStopWakesStoppedChild: a child frozen by SIGSTOP (Ctrl-Z, a debugger)
+// must act on the stop signal at once, because Stop follows it with
+// SIGCONT, rather than sit out the kill grace and die by SIGKILL.
+func TestStopWakesStoppedChild(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startHelper(t, Spec{KillGrace: 10 * time.Second}, "sleep", ready)
+	waitFile(t, ready)
+	if err := unix.Kill(c.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the child to be stopped", func() bool { return procState(c.Pid()) == "T" })
+	st, took := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Stop() of a stopped child = %v after %v, want %v (SIGCONT follows the stop signal)", got, took, want)
+	}
+	t.Logf("Stop of a stopped child took %v", took)
+}
+
 func TestStopCustomSignal(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	c := startHelper(t, Spec{StopSignal: syscall.SIGINT}, "sleep", ready)

@@ -450,6 +450,14 @@ func wantWoken(t *testing.T, woke <-chan time.Time, changed time.Time) {
 
 func testReleaseBeforeWait(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
+	// b has waited a while and been woken before, as a follower has:
+	// whatever wake-up channel b keeps is up and running, so only the
+	// comparison with seen can notice the release below.
+	woke := waitInBackground(t, b, "warm-up", lease.Record{})
+	time.Sleep(300 * time.Millisecond)
+	warmed := time.Now()
+	mustAcquire(t, a, "warm-up", "a", ttl)
+	wantWoken(t, woke, warmed)
 	rec := mustAcquire(t, a, "n", "a", ttl)
 	seen := refusedBy(t, b, "n", "b")
 	// The release lands between the follower's refused Acquire and its
