@@ -25,20 +25,31 @@ func childMain() {
 	escapee := fs.String("escapee", "", "start a grandchild that leaves the process group; write its pid to `FILE`")
 	exitFile := fs.String("exitfile", "", "write `FILE` with the time this child exits after a signal")
 	orphan := fs.String("orphan", "", "start a grandchild that outlives this child; write its pid to `FILE`")
-	sleeper := fs.Bool("sleeper", false, "(internal) become the escaped grandchild")
+	lock := fs.String("lock", "", "take an exclusive flock of `FILE` at once (LOCK_NB) and hold it, with every grandchild; "+
+		"exit 99 and write FILE.busy if another process holds it")
+	sleeper := fs.String("sleeper", "", "(internal) become the escaped grandchild: setsid, then write the pid and session to `FILE`")
 	fs.Parse(os.Args[1:])
 
-	if *sleeper {
-		syscall.Setsid()
+	if *sleeper != "" {
+		sid, err := syscall.Setsid()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lrchild: setsid:", err)
+			os.Exit(2)
+		}
+		writeFile(*sleeper, fmt.Sprintf("%d sid=%d", os.Getpid(), sid))
 		select {}
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append(signals.Forwarded, syscall.SIGURG, syscall.SIGPIPE)...)
+	var held *os.File // the judge's lock, passed on to grandchildren
+	if *lock != "" {
+		held = takeLock(*lock)
+	}
 	if *escapee != "" {
-		writeFile(*escapee, fmt.Sprint(startSleeper()))
+		startSleeper(*escapee, held)
 	}
 	if *orphan != "" {
-		writeFile(*orphan, fmt.Sprint(startSleeper()))
+		startSleeper(*orphan, held)
 	}
 	if *ready != "" {
 		pidns, _ := os.Readlink("/proc/self/ns/pid")
@@ -71,14 +82,45 @@ func childMain() {
 	}
 }
 
-// startSleeper starts a grandchild that calls setsid and sleeps for ever.
-func startSleeper() int {
-	c := exec.Command("lrchild", "-sleeper")
+// startSleeper starts a grandchild that calls setsid, writes its pid and
+// session id to pidfile and sleeps for ever, holding lock (when not nil).
+// It returns once the grandchild has left this process's session.
+func startSleeper(pidfile string, lock *os.File) {
+	c := exec.Command("lrchild", "-sleeper", pidfile)
+	if lock != nil {
+		c.ExtraFiles = []*os.File{lock}
+	}
 	if err := c.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "lrchild:", err)
 		os.Exit(2)
 	}
-	return c.Process.Pid
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(pidfile); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "lrchild: the grandchild did not report its session")
+			os.Exit(2)
+		}
+	}
+}
+
+// takeLock takes an exclusive flock of path without waiting. The lock
+// belongs to the open file, which every grandchild inherits: the kernel
+// frees it only when the last process holding it is dead. A busy lock means
+// a process of an earlier tenure is still alive.
+func takeLock(path string) *os.File {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lrchild:", err)
+		os.Exit(2)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		writeFile(path+".busy", fmt.Sprintf("pid=%d token=%s err=%v", os.Getpid(), os.Getenv("LEADERRUN_TOKEN"), err))
+		fmt.Fprintln(os.Stderr, "lrchild: lock busy: a process of an earlier tenure still runs")
+		os.Exit(99)
+	}
+	return f
 }
 
 func appendLine(path, line string) {

@@ -98,7 +98,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	}
 	log := e.logger()
 	backoff := e.RetryPeriod / 4
-	var leader string // last holder seen, to log each change once
+	var leader Record // last tenure seen, to log each change once
 	for {
 		sent := e.clock()()
 		actx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
@@ -118,8 +118,8 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 			e.answered = true
 			backoff = e.RetryPeriod / 4
 			sleep := held.Record.Remaining + rand.N(maxJitter)
-			if held.Record.Holder != leader {
-				leader = held.Record.Holder
+			if !SameTenure(held.Record, leader) {
+				leader = held.Record
 				e.logHeld(log, held.Record)
 			}
 			if err := e.Store.Wait(ctx, e.Name, held.Record, sleep); err != nil {

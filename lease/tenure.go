@@ -92,7 +92,7 @@ func (t *Tenure) run(sent time.Duration) {
 	for {
 		now := clock()
 		if now >= deadline {
-			log.Warn("renew deadline passed; tenure over", "since_last_renew_sent", (now - deadline + e.RenewDeadline).Round(time.Millisecond))
+			log.Warn("renew deadline passed; trust ended", "since_last_renew_sent", (now - deadline + e.RenewDeadline).Round(time.Millisecond))
 			t.cancel(ErrDeadline)
 			return
 		}
@@ -111,7 +111,7 @@ func (t *Tenure) run(sent time.Duration) {
 			inflight = false
 			switch {
 			case r.err == nil && r.rec.StepDown:
-				log.Info("asked to step down; tenure over", "successor", r.rec.Successor,
+				log.Info("asked to step down", "successor", r.rec.Successor,
 					"reserved_for", r.rec.Reserved.Round(time.Millisecond))
 				t.cancel(ErrSteppedDown)
 				timer.Stop()
@@ -119,7 +119,7 @@ func (t *Tenure) run(sent time.Duration) {
 			case r.err == nil:
 				deadline = max(deadline, r.sent+e.RenewDeadline)
 			case errors.Is(r.err, ErrLost):
-				log.Warn("lease lost; tenure over", "err", r.err)
+				log.Warn("lease lost", "err", r.err)
 				t.cancel(ErrLost)
 				timer.Stop()
 				return

@@ -21,8 +21,16 @@ func sweep(logger *slog.Logger) {
 	wait := time.Millisecond
 	killed := make(map[int]bool)
 	scan := func() []int { return scanChildren(os.Getpid()) }
-	for theReaper.killStrays(logger, killed, listChildren) > 0 ||
-		theReaper.killStrays(logger, killed, scan) > 0 {
+	for pass := 1; ; pass++ {
+		listed := theReaper.killStrays(logger, killed, listChildren)
+		scanned := 0
+		if listed == 0 {
+			scanned = theReaper.killStrays(logger, killed, scan)
+		}
+		logger.Debug("sweep pass", "pass", pass, "listed", listed, "scanned", scanned)
+		if listed == 0 && scanned == 0 {
+			return
+		}
 		theReaper.reap()
 		time.Sleep(wait) // let the killed die
 		wait = min(2*wait, 100*time.Millisecond)

@@ -140,3 +140,37 @@ func Addr(dsn string) (string, error) {
 	}
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
 }
+
+// Exec runs query on the server of a store DSN (a URL with leaderrun's
+// own parameters, such as leaderrun_schema, which it takes as the search
+// path) and returns how many rows it affected: a test's way to change the
+// store behind leaderrun's back.
+func Exec(dsn, query string, args ...any) (int64, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return 0, err
+	}
+	q := u.Query()
+	schema := q.Get("leaderrun_schema")
+	if schema == "" {
+		schema = "leaderrun"
+	}
+	for k := range q {
+		if strings.HasPrefix(k, "leaderrun_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET search_path TO "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, err
+	}
+	tag, err := conn.Exec(ctx, query, args...)
+	return tag.RowsAffected(), err
+}
