@@ -41,8 +41,8 @@ type subscriber struct {
 	mu      sync.Mutex // guards the fields below
 	started bool
 	stopped bool
-	up      bool   // a SUBSCRIBE is confirmed on the current session
-	epoch   uint64 // counts SUBSCRIBE confirmations
+	up      bool                                  // a SUBSCRIBE is confirmed on the current session
+	epoch   uint64                                // counts SUBSCRIBE confirmations
 	waiters map[string]map[chan struct{}]struct{} // per name; each channel has room for one wake-up
 	// state is closed and replaced whenever up or epoch changes.
 	state chan struct{}
