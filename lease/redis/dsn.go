@@ -51,6 +51,11 @@ func splitDSN(dsn string) (string, options, error) {
 	if err != nil || strings.ContainsAny(u.Path, "@:") || u.Opaque != "" {
 		return "", opts, errPercentEncode
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", opts, fmt.Errorf("port %q: want 1 to 65535", p)
+		}
+	}
 	seen := map[string]bool{}
 	var kept []string
 	for raw := range strings.SplitSeq(u.RawQuery, "&") {
@@ -105,7 +110,11 @@ func redact(dsn string) string {
 		scheme, _, _ := strings.Cut(dsn, ":")
 		return scheme + "://…"
 	}
-	if u.User != nil {
+	switch {
+	case u.User == nil:
+	case u.User.Username() == "":
+		u.User = nil
+	default:
 		u.User = url.User(u.User.Username())
 	}
 	return u.String()

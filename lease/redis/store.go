@@ -28,7 +28,14 @@ func init() {
 	}
 	lease.Register("redis", open)
 	lease.Register("rediss", open)
+	// go-redis logs to stderr on its own (failed dials, pool events);
+	// leaderrun reports what matters through the errors it returns.
+	goredis.SetLogger(discardLogger{})
 }
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
 
 // defaultClientName is the CLIENT SETNAME of leaderrun's connections unless
 // the DSN sets client_name.
@@ -120,6 +127,7 @@ func configure(cfg *goredis.Options, opts options) {
 		cfg.DialTimeout = defaultDialTimeout
 	}
 	cfg.Dialer = dialer(cfg.DialTimeout, cfg.TLSConfig)
+	cfg.DialerRetries = 1 // the election retries with its own back-off
 	cfg.ContextTimeoutEnabled = true
 	if !opts.retriesSet {
 		cfg.MaxRetries = -1
