@@ -25,6 +25,7 @@ type Server struct {
 	dir  string
 	port int
 	args []string
+	tls  bool // the port speaks TLS; see StartTLSServer
 
 	mu     sync.Mutex // guards proc and exited
 	proc   *os.Process
@@ -36,6 +37,11 @@ type Server struct {
 // when the binary is missing.
 func StartServer(tb testing.TB, args ...string) *Server {
 	tb.Helper()
+	return startServer(tb, false, args)
+}
+
+func startServer(tb testing.TB, tls bool, args []string) *Server {
+	tb.Helper()
 	if _, err := exec.LookPath(ServerBinary); err != nil {
 		Require(tb) // the shared server is needed too; it says how to skip
 		err = fmt.Errorf("%s: %w; install the redis-server package", ServerBinary, err)
@@ -44,7 +50,7 @@ func StartServer(tb testing.TB, args ...string) *Server {
 		}
 		tb.Skip(err)
 	}
-	s := &Server{tb: tb, dir: tb.TempDir(), args: args}
+	s := &Server{tb: tb, dir: tb.TempDir(), args: args, tls: tls}
 	var err error
 	for range 3 { // another process may take the port between picking and binding
 		if s.port, err = freePort(); err != nil {
@@ -64,8 +70,13 @@ func StartServer(tb testing.TB, args ...string) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL is the server's redis:// URL, database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is the server's redis:// (rediss:// for TLS) URL, database 0.
+func (s *Server) URL() string {
+	if s.tls {
+		return "rediss://" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
 
 // Restart kills the server (SIGKILL: nothing is saved, and there is
 // nothing to save) and starts it again on the same port, empty.
@@ -93,10 +104,14 @@ func (s *Server) Stop() {
 // start runs redis-server in the foreground and returns once it logged that
 // it accepts connections.
 func (s *Server) start() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "",
-	}, s.args...)
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.tls {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
+	args := append(append(port,
+		"--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", ""),
+		s.args...)
 	cmd := exec.Command(ServerBinary, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
