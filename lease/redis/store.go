@@ -231,7 +231,9 @@ func (s *Store) run(ctx context.Context, script *goredis.Script, durable bool, k
 	}
 	timeout := defaultWaitTimeout
 	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
+		// Leave WAIT time to answer before the deadline cuts the read.
+		left := time.Until(d)
+		timeout = left - min(left/4, 100*time.Millisecond)
 	}
 	if timeout < time.Millisecond {
 		return nil, context.DeadlineExceeded
