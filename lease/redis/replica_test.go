@@ -125,5 +125,3 @@ func TestWaitReplicasKeepsGrantsAcrossFailover(t *testing.T) {
 		t.Errorf("Acquire on the promoted replica = %v, want refused: a holds token %d", err, granted.Token)
 	}
 }
-
-
