@@ -144,7 +144,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 	switch {
 	case err != nil:
 		return lease.Record{}, s.wrap(fmt.Sprintf("get lease %q", name), err)
-	case len(recs) == 0:
+	case !recs[0].Exists():
 		return lease.Record{}, lease.ErrNotFound
 	}
 	return recs[0], nil
@@ -168,7 +168,11 @@ func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
 	)
 	flush := func() error {
 		got, err := s.getMany(ctx, batch)
-		recs = append(recs, got...)
+		for _, rec := range got {
+			if rec.Exists() {
+				recs = append(recs, rec)
+			}
+		}
 		batch = batch[:0]
 		return err
 	}
@@ -188,8 +192,8 @@ func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
 	return slices.CompactFunc(recs, func(a, b lease.Record) bool { return a.Name == b.Name }), nil
 }
 
-// getMany reads the records at keys in one script; absent ones are left
-// out.
+// getMany reads the records at keys in one script, one per key: the zero
+// Record for a key that holds none.
 func (s *Store) getMany(ctx context.Context, keys []string) ([]lease.Record, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -205,14 +209,10 @@ func (s *Store) getMany(ctx context.Context, keys []string) ([]lease.Record, err
 	if err != nil {
 		return nil, err
 	}
-	var recs []lease.Record
-	for _, v := range reply[1:] {
-		rec, found, err := decodeRecord(v, now)
-		if err != nil {
+	recs := make([]lease.Record, len(keys))
+	for i, v := range reply[1:] {
+		if recs[i], _, err = decodeRecord(v, now); err != nil {
 			return nil, err
-		}
-		if found {
-			recs = append(recs, rec)
 		}
 	}
 	return recs, nil

@@ -85,5 +85,8 @@ func (k keys) partitionStem(kind, group string) string {
 func (k keys) group(group string) string   { return k.prefix + "group:{" + group + "}" }
 func (k keys) members(group string) string { return k.prefix + "members:{" + group + "}" }
 
-// leasePattern matches every lease record's key, for SCAN.
-func (k keys) leasePattern() string { return k.prefix + "lease:*" }
+// leasePattern matches every lease record's key, for SCAN, and no key of
+// another prefix: a prefix has no braces, so no other prefix's key has
+// "{" where this one has it ("P:lease:*" would match the keys of a prefix
+// "P:lease").
+func (k keys) leasePattern() string { return k.prefix + "lease:{*" }

@@ -166,7 +166,7 @@ func dialer(timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Conte
 // a held lease's record and let a second holder in. A server that does not
 // let the user run INFO is not checked.
 func (s *Store) checkServer(ctx context.Context) error {
-	info, err := s.client.Info(ctx, "server", "memory", "replication").Result()
+	info, err := s.client.Info(ctx).Result() // the default sections; several named ones need Redis 7
 	var rerr goredis.Error
 	switch {
 	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOPERM"):
