@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
-	_ "github.com/leaderrun/leaderrun/lease/postgres" // registers postgres://
 	"github.com/leaderrun/leaderrun/lease/sqlite"
+	_ "github.com/leaderrun/leaderrun/lease/stores" // registers every store
 )
 
 // Default timings of DESIGN §2.

@@ -53,7 +53,8 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	switch {
 	case !ok && strings.ContainsAny(dsn, "=@"):
 		// Perhaps key=value pairs, with a password: never echo it.
-		return nil, fmt.Errorf("store: no scheme: write postgres://… for PostgreSQL or sqlite:PATH for an SQLite file: %w", ErrRefused)
+		return nil, fmt.Errorf("store: no scheme: write SCHEME://… (known schemes: %s), or sqlite:PATH for an SQLite file: %w",
+			strings.Join(Schemes(), ", "), ErrRefused)
 	case !ok:
 		return nil, fmt.Errorf("store %q: no scheme; for an SQLite file write sqlite:%s (known schemes: %s): %w",
 			dsn, dsn, strings.Join(Schemes(), ", "), ErrRefused)
