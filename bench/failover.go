@@ -64,7 +64,7 @@ type failoverResult struct {
 	Overlaps int
 	// AfterExpiry: crash only, leaderrun only: the dead holder's lease
 	// expiry (read from the store right after the kill) → the next child's
-	// start. This is the detection delay that DESIGN §8 allows 250 ms for,
+	// start. This is the detection delay that docs/design.md §8 allows 250 ms for,
 	// whatever the phase of the kill.
 	AfterExpiry []time.Duration
 	// Remaining: the dead holder's lease time left at the kill.

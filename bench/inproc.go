@@ -13,7 +13,7 @@ import (
 	_ "github.com/leaderrun/leaderrun/lease/stores" // registers every store
 )
 
-// Default timings of DESIGN §2.
+// Default timings of docs/design.md §2.
 const (
 	defTTL      = 15 * time.Second
 	defDeadline = 8 * time.Second

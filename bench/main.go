@@ -1,5 +1,5 @@
 // Command bench measures leaderrun against the performance targets of
-// DESIGN §8, and etcdctl lock on a local etcd as a peer, with real
+// docs/design.md §8, and etcdctl lock on a local etcd as a peer, with real
 // processes and real signals, and writes the results as Markdown.
 //
 //	go run ./bench -out BENCHMARKS.md          # full run, about 5 minutes

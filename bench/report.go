@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Targets of DESIGN §8.
+// Targets of docs/design.md §8.
 const (
 	targetHandoffP50 = 100 * time.Millisecond
 	targetHandoffP99 = 500 * time.Millisecond
@@ -89,7 +89,7 @@ func (r *report) markdown() string {
 func (r *report) headline(w *mdw) {
 	w.p("## Headline")
 	w.p("")
-	w.p("| measurement | target (DESIGN §8) | leaderrun · SQLite | leaderrun · PostgreSQL | etcdctl lock · etcd (peer) |")
+	w.p("| measurement | target (docs/design.md §8) | leaderrun · SQLite | leaderrun · PostgreSQL | etcdctl lock · etcd (peer) |")
 	w.p("|---|---|---|---|---|")
 	cell := func(f func(label string) string) string {
 		var cs []string
@@ -124,7 +124,7 @@ func (r *report) headline(w *mdw) {
 			return v
 		}))
 	}
-	w.p("| old child still running after its holder was SIGKILLed | never (DESIGN §1) | %s |", cell(func(l string) string {
+	w.p("| old child still running after its holder was SIGKILLed | never (docs/design.md §1) | %s |", cell(func(l string) string {
 		var runs, alive int
 		for _, c := range r.Crash {
 			if c != nil && c.C.Label == l {

@@ -117,7 +117,7 @@ func newCluster(t *testing.T, store string, n int) *cluster {
 		t.Fatal(err)
 	}
 	if logged.ttl != c.timing.ttl || logged.grace != c.timing.grace || logged.deadline != c.timing.deadline {
-		t.Logf("leaderrun derived renew deadline %v; DESIGN §2 says %v", logged.deadline, c.timing.deadline)
+		t.Logf("leaderrun derived renew deadline %v; docs/design.md §2 says %v", logged.deadline, c.timing.deadline)
 	}
 	c.timing = logged
 	return c

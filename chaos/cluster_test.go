@@ -72,7 +72,7 @@ func readTiming(logPath string, d time.Duration) (timing, error) {
 }
 
 // derivedDeadline is the renew deadline leaderrun derives from --ttl and
-// --kill-grace (config.Timing.Normalize; DESIGN §2).
+// --kill-grace (config.Timing.Normalize; docs/design.md §2).
 func derivedDeadline(ttl, grace time.Duration) time.Duration {
 	margin := 2 * time.Second
 	if ttl < 15*time.Second {

@@ -1,7 +1,7 @@
 // Package chaos is leaderrun's fault-injection suite. It has no API; its
 // tests build the leaderrun binary, start three replicas per store (SQLite
 // and PostgreSQL) that supervise a recording child, inject faults at random
-// moments, and check the children's logs against DESIGN §1:
+// moments, and check the children's logs against docs/design.md §1:
 //
 //   - no two tenures' processes (child and every descendant) run at once,
 //     except when a supervisor was frozen (SIGSTOP) past its deadline;

@@ -11,7 +11,7 @@ import (
 	"unicode"
 )
 
-// Defaults of the timing model (DESIGN §2). RenewDeadline defaults to
+// Defaults of the timing model (docs/design.md §2). RenewDeadline defaults to
 // LeaseDuration − KillGrace − Margin.
 const (
 	DefaultLeaseDuration = 15 * time.Second

@@ -17,8 +17,10 @@
 // are zero.
 //
 // The database runs in WAL mode with synchronous=FULL, so an acknowledged
-// grant survives a power cut. Every lease operation is one statement; only
-// the table is created in a BEGIN IMMEDIATE transaction. Files are
+// grant survives a power cut. An acquire (the grant, or the candidate mark
+// and the read of the holder), a group's join and renewal round, and the
+// creation of the tables are each one BEGIN IMMEDIATE transaction, which
+// takes the write lock first; every other write is one statement. Files are
 // created owner-only (directory 0700, database 0600), and a database on a
 // network filesystem is refused: SQLite's locks are unreliable there.
 //
