@@ -22,6 +22,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/citest"
 	"github.com/leaderrun/leaderrun/internal/pgtest"
 	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 	_ "github.com/leaderrun/leaderrun/lease/sqlite"
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 
 func TestScripts(t *testing.T) {
 	pgDSN, pgErr := pgtest.DSN()
-	if pgErr != nil && os.Getenv("CI") != "" {
+	if pgErr != nil && citest.InCI() {
 		t.Fatal(pgErr) // CI must run the [postgres] scripts, not skip them
 	}
 	testscript.Run(t, scriptParams("testdata/script", func(env *testscript.Env) error {
@@ -75,10 +76,6 @@ func pgSchema(env *testscript.Env, dsn string) string {
 	return pgtest.WithParam(dsn, "leaderrun_schema", schema)
 }
 
-// inCI reports whether the tests run in CI, where nothing may be skipped
-// for want of a server or a permission.
-func inCI() bool { return os.Getenv("CI") != "" }
-
 // scriptParams are the scripts' parameters: the commands and conditions
 // every script may use, and setup, which points the script at its store.
 func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) testscript.Params {
@@ -93,7 +90,7 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 				return postgres, nil
 			case "unshare":
 				ok := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil
-				if !ok && inCI() {
+				if !ok && citest.InCI() {
 					return false, errors.New("unshare --pid --fork --mount-proc is not permitted here; CI must run the PID 1 and namespace scripts (run CI as root)")
 				}
 				return ok, nil

@@ -3,6 +3,7 @@ package chaos
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -60,6 +61,9 @@ func runChaos(t *testing.T, store string) {
 	}
 	res := check(c.log.snapshot(), done, c.all, dbw, c.timing, *flagBound, survivors)
 	res.violations = append(res.violations, problems...)
+	if short := tooFewInjected(done, *flagInject); short != "" {
+		res.violations = append(res.violations, short)
+	}
 	for _, bad := range c.log.bad {
 		res.violations = append(res.violations, fmt.Sprintf("unparsable event line %q", bad))
 	}
@@ -188,6 +192,24 @@ func (c *cluster) awaitSurvivors(d time.Duration) []string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// tooFewInjected says what is wrong when fewer than the fraction min of the
+// rounds injected their fault (a round is skipped when, say, the leader
+// changed before the fault): a run that injected little proves little.
+func tooFewInjected(rounds []*round, min float64) string {
+	injected := 0
+	for _, rd := range rounds {
+		if rd.skipped == "" {
+			injected++
+		}
+	}
+	need := int(math.Ceil(min * float64(len(rounds))))
+	if injected < need {
+		return fmt.Sprintf("only %d of %d rounds injected their fault, want at least %d (-chaos.min-injected=%v)",
+			injected, len(rounds), need, min)
+	}
+	return ""
 }
 
 func describe(rd *round) string {

@@ -196,16 +196,27 @@ func (res *result) checkOverlaps(byToken map[int64]*round, tm timing) {
 			if t.waited >= 0 {
 				o.dur = time.Duration(t.waited)
 			}
-			res.classify(&o, byToken[tok], tm)
+			res.classify(&o, byToken[tok], tenureOf(res.tenures[:i], tok), tm)
 			res.overlaps = append(res.overlaps, o)
 		}
 	}
 }
 
+// tenureOf finds token's tenure among ts.
+func tenureOf(ts []*tenure, token int64) *tenure {
+	for _, t := range ts {
+		if t.token == token {
+			return t
+		}
+	}
+	return nil
+}
+
 // classify decides whether an overlap is the one the design permits (the
 // old supervisor was frozen past its deadline, and stopped the child
-// promptly once thawed), a known defect, or a violation.
-func (res *result) classify(o *overlap, rd *round, tm timing) {
+// promptly once thawed), a known defect, or a violation. prev is the old
+// tenure.
+func (res *result) classify(o *overlap, rd *round, prev *tenure, tm timing) {
 	role := o.culprit
 	if role != "child" && role != "grandchild" {
 		role = "child"
@@ -213,15 +224,29 @@ func (res *result) classify(o *overlap, rd *round, tm timing) {
 	switch {
 	case rd != nil && rd.kind == faultStop:
 		o.class = "frozen"
-		// The thawed supervisor stops the child first: TERM, K, KILL.
+		// The thawed supervisor stops the child first: TERM, K, KILL. The
+		// overlap ended when the next child got the lock (when it did) and
+		// the old tenure's processes were last heard of by then anyway.
+		end := time.Time{}
 		if rd.gotNext && o.dur >= 0 {
-			end := rd.next.time().Add(o.dur)
-			if late := end.Sub(rd.healAt); late > tm.grace+time.Second {
-				o.class = ""
-				res.violations = append(res.violations, fmt.Sprintf(
-					"round %d (%s/%s): token %d's %s ran %v after SIGCONT, more than --kill-grace %v + 1s",
-					rd.n, rd.kind, rd.variant, o.prev, o.culprit, late.Round(time.Millisecond), tm.grace))
+			end = rd.next.time().Add(o.dur)
+		}
+		if prev != nil && prev.lastSeen > 0 {
+			if last := time.Unix(0, prev.lastSeen); last.After(end) {
+				end = last
 			}
+		}
+		switch late := end.Sub(rd.healAt); {
+		case end.IsZero():
+			o.class = ""
+			res.violations = append(res.violations, fmt.Sprintf(
+				"round %d (%s/%s): token %d's %s overlapped the next tenure, and nothing bounds for how long",
+				rd.n, rd.kind, rd.variant, o.prev, o.culprit))
+		case late > tm.grace+time.Second:
+			o.class = ""
+			res.violations = append(res.violations, fmt.Sprintf(
+				"round %d (%s/%s): token %d's %s ran %v after SIGCONT, more than --kill-grace %v + 1s",
+				rd.n, rd.kind, rd.variant, o.prev, o.culprit, late.Round(time.Millisecond), tm.grace))
 		}
 		return
 	case knownDefectOf(rd, role) != "":

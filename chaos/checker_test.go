@@ -238,3 +238,31 @@ func TestCheckFrozenSQLiteLockHolderIsKnownLimitation(t *testing.T) {
 		t.Errorf("violations %q; want a late leader", res.violations)
 	}
 }
+
+// A frozen overlap is accepted only when something bounds it: the old
+// child's events must end within the kill grace of the thaw also when the
+// round saw no next child start (gotNext false).
+func TestCheckFrozenOverlapBoundedWithoutNextChild(t *testing.T) {
+	evs := events(t,
+		start(10*sec, 100, 1, 1, ""),
+		start(13*sec, 200, 2, 0, "100"),
+		ev("beat", 18*sec, 100, 1, "role=child"), // 4s after the thaw at 14s
+	)
+	rd := faultRound(1, faultStop, variantPlain, 1, 10*sec+1e8, 14*sec, evs[1])
+	rd.gotNext = false
+	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	if !hasViolation(res, "after SIGCONT") {
+		t.Errorf("violations %q; want the old child running 4s after SIGCONT reported", res.violations)
+	}
+}
+
+func TestTooFewInjected(t *testing.T) {
+	rounds := []*round{{n: 1}, {n: 2, skipped: "the leader changed before the fault"}, {n: 3}, {n: 4}, {n: 5}}
+	if got := tooFewInjected(rounds, 0.8); got != "" {
+		t.Errorf("4 of 5 injected at 0.8: %q, want no complaint", got)
+	}
+	rounds[0].skipped = "no leader"
+	if got := tooFewInjected(rounds, 0.8); !strings.Contains(got, "only 3 of 5") {
+		t.Errorf("3 of 5 injected at 0.8: %q, want a complaint", got)
+	}
+}

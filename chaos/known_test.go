@@ -10,9 +10,10 @@ import (
 )
 
 // Each known defect (knownDefects) has a deterministic reproduction here.
-// While the defect is there, the test logs it and passes (fails with
-// -chaos.strict); once leaderrun is fixed it says so, and the defect's
-// entry and the test's tolerance should go.
+// While the defect behaves as documented, the test logs it and passes
+// (fails with -chaos.strict); when its behaviour changes — fixed, or worse —
+// the test fails, so that knownDefects, the README and the test are updated
+// together.
 
 func reportKnown(t *testing.T, id, format string, args ...any) {
 	t.Helper()
@@ -25,7 +26,7 @@ func reportKnown(t *testing.T, id, format string, args ...any) {
 
 func fixedKnown(t *testing.T, id string) {
 	t.Helper()
-	t.Logf("known defect %s no longer reproduces: remove it from knownDefects and make this test strict", id)
+	t.Errorf("known defect %s no longer reproduces as documented: update knownDefects, the README and this test", id)
 }
 
 // D1: SIGKILL of leaderrun kills the child (Pdeathsig) but not a grandchild

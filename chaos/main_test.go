@@ -23,6 +23,7 @@ var (
 	flagStrict = flag.Bool("chaos.strict", false, "fail on known defects too")
 	flagTTL    = flag.Duration("chaos.ttl", 3*time.Second, "--ttl of the replicas")
 	flagGrace  = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
+	flagInject = flag.Float64("chaos.min-injected", 0.8, "fraction of the rounds that must inject their fault; fewer fails the run")
 )
 
 // longRounds is the rounds per store of LEADERRUN_CHAOS=long.

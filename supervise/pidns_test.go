@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/citest"
 )
 
 // requireNamespaces skips when this process may not create PID namespaces.
@@ -17,7 +19,7 @@ func requireNamespaces(t *testing.T) {
 	c, err := Start(Spec{Path: os.Args[0], Args: []string{os.Args[0], "0"},
 		Env: helperEnviron(os.Environ(), "exit"), PIDNamespace: true})
 	if errors.Is(err, ErrNamespace) {
-		t.Skipf("cannot create PID namespaces here (%v); CI runs as root", err)
+		citest.Missing(t, "cannot create PID namespaces here (%v); CI runs as root", err)
 	}
 	if err != nil {
 		t.Fatalf("Start: %v", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/citest"
 )
 
 // TestForegroundJob runs a supervisor as the foreground job of a shell-like
@@ -23,7 +25,7 @@ import (
 func TestForegroundJob(t *testing.T) {
 	pty, tty, err := openPty()
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		citest.Missing(t, "no pseudo-terminal: %v", err)
 	}
 	defer pty.Close()
 	defer tty.Close()

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/internal/citest"
 )
 
 // EnvDSN names the variable that points the tests at a server.
@@ -60,10 +62,7 @@ func Require(tb testing.TB) string {
 	tb.Helper()
 	dsn, err := DSN()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatal(err)
-		}
-		tb.Skip(err)
+		citest.Missing(tb, "%v", err)
 	}
 	return dsn
 }

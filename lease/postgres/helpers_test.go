@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderrun/leaderrun/internal/pgtest"
+
+	"github.com/leaderrun/leaderrun/internal/citest"
 )
 
 // envDSN names the server the tests run against.
@@ -78,7 +80,7 @@ func viaProxy(t *testing.T, dsn string, addrs ...string) string {
 	t.Helper()
 	via, err := pgtest.ViaHosts(dsn, addrs...)
 	if err != nil {
-		t.Skip(err)
+		citest.Missing(t, "%v", err)
 	}
 	return via
 }
@@ -88,7 +90,7 @@ func serverAddr(t *testing.T) string {
 	t.Helper()
 	addr, err := pgtest.Addr(serverDSN(t))
 	if err != nil {
-		t.Skip(err)
+		citest.Missing(t, "%v", err)
 	}
 	return addr
 }
