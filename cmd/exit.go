@@ -47,7 +47,7 @@ func exitCode(err error) int {
 	case errors.As(err, &usage), errors.As(err, &field), errors.Is(err, lease.ErrRefused),
 		errors.Is(err, supervise.ErrNamespace):
 		return ExitUsage
-	case errors.Is(err, errNoSuchLease):
+	case errors.Is(err, errNoSuchLease), errors.Is(err, lease.ErrNoStore):
 		return ExitNoSuchLease
 	case errors.Is(err, errAcquireTimeout), errors.Is(err, errNoNewLeader):
 		return ExitAcquireTimeout

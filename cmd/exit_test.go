@@ -25,6 +25,7 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("step-down of %q: %w", "x", errNoNewLeader), ExitAcquireTimeout},
 		{fmt.Errorf("lease %q: nobody holds it: %w", "x", errStepDownRefused), ExitFailure},
 		{fmt.Errorf("lease %q: %w", "x", errNoSuchLease), ExitNoSuchLease},
+		{fmt.Errorf("open store: %w", lease.ErrNoStore), ExitNoSuchLease},
 		{fmt.Errorf("start %q: %w", "x", supervise.ErrNotFound), ExitNotFound},
 		{fmt.Errorf("start %q: %w", "x", supervise.ErrNotExecutable), ExitNotExecutable},
 		{context.Canceled, ExitOK},

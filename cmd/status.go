@@ -31,7 +31,8 @@ func storeFlags() []cli.Flag {
 	}
 }
 
-// openStore opens the store the options name, for an operator command.
+// openStore opens the store the options name, for an operator command: one
+// that exists already (a mistyped path creates nothing and says so).
 func openStore(c *cli.Context) (lease.Store, error) {
 	dsn, err := storeDSN(c)
 	if err != nil {
@@ -40,7 +41,7 @@ func openStore(c *cli.Context) (lease.Store, error) {
 	if dsn == "" {
 		dsn = "sqlite:" + sqlite.DefaultPath()
 	}
-	s, err := lease.Open(c.Context, dsn)
+	s, err := lease.OpenWith(c.Context, dsn, lease.OpenOptions{Existing: true})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

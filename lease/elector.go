@@ -132,7 +132,10 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		default:
 			sleep := backoff/2 + rand.N(backoff/2+1)
 			msg := "store unavailable; retrying"
-			if errors.Is(err, ErrRefused) {
+			switch {
+			case errors.Is(err, ErrLocked):
+				msg = "the lease is locked in the store by an open transaction (a fenced transaction of the old leader's child?); waiting for it to end"
+			case errors.Is(err, ErrRefused):
 				msg = "store refuses the request; retrying, as it may pass (a read-only switchover, a privilege being restored)"
 			}
 			log.Warn(msg, "err", err, "retry_in", sleep.Round(time.Millisecond))

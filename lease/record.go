@@ -128,6 +128,12 @@ var ErrUnknownSuccessor = errors.New("no replica with that identity is campaigni
 // the current holder.
 var ErrAlreadyLeader = errors.New("already the leader")
 
+// ErrLocked marks an Acquire that gave up waiting for a transaction in the
+// store that holds the lease locked — in PostgreSQL, a child's transaction
+// that called fence and stays open. The election retries it; the name
+// cannot change hands until that transaction ends.
+var ErrLocked = errors.New("the lease is locked by an open transaction in the store")
+
 // ErrClosed is returned by every method of a closed Store, and by Waits that
 // Close ended.
 var ErrClosed = errors.New("store closed")

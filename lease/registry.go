@@ -2,21 +2,37 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 )
 
+// OpenOptions tune Open.
+type OpenOptions struct {
+	// Existing opens a store that must exist already, for an operator's
+	// command (status, watch, step-down): the store creates no file,
+	// directory, schema or table, and fails with an error wrapping
+	// ErrNoStore when there is none to open.
+	Existing bool
+}
+
+// ErrNoStore is returned by Open with OpenOptions.Existing when the DSN
+// names no store (a missing file, a schema that does not exist).
+var ErrNoStore = errors.New("no leaderrun store there")
+
 // An Opener opens a store from a DSN whose scheme it registered for. It
 // parses its own options from the DSN and rejects ones it does not know.
 // Errors that no retry can fix (a malformed DSN, an unusable path) wrap
 // ErrRefused; errors never contain a password.
-type Opener func(ctx context.Context, dsn string) (Store, error)
+type Opener func(ctx context.Context, dsn string, opts OpenOptions) (Store, error)
 
 var (
-	registryMu sync.Mutex // guards openers
+	registryMu sync.Mutex // guards openers and keyValue
 	openers    = map[string]Opener{}
+	keyValue   string // the scheme whose opener takes keyword=value DSNs
 )
 
 // Register makes a store available under a DSN scheme ("sqlite",
@@ -31,6 +47,18 @@ func Register(scheme string, open Opener) {
 	openers[scheme] = open
 }
 
+// RegisterKeyValue routes DSNs written as keyword=value pairs without a
+// scheme ("host=db dbname=app", as libpq takes them) to the opener of
+// scheme, which must be registered too.
+func RegisterKeyValue(scheme string) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if keyValue != "" {
+		panic("lease: keyword=value DSNs registered twice: " + scheme)
+	}
+	keyValue = scheme
+}
+
 // Schemes lists the registered DSN schemes, sorted.
 func Schemes() []string {
 	registryMu.Lock()
@@ -43,31 +71,44 @@ func Schemes() []string {
 	return s
 }
 
+var (
+	// schemeRE is a URI scheme (RFC 3986), of a sensible length.
+	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
+	// keyValueRE is the start of a keyword=value DSN.
+	keyValueRE = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+)
+
 // Open opens the store a DSN names, by its scheme: the text before the
-// first ':'.
+// first ':'. DSNs of keyword=value pairs go to the store that registered
+// for them (RegisterKeyValue).
 func Open(ctx context.Context, dsn string) (Store, error) {
-	scheme, _, ok := strings.Cut(dsn, ":")
-	registryMu.Lock()
-	open := openers[scheme]
-	registryMu.Unlock()
-	switch {
-	case !ok && strings.ContainsAny(dsn, "=@"):
-		// Perhaps key=value pairs, with a password: never echo it.
-		return nil, fmt.Errorf("store: no scheme: write SCHEME://… (known schemes: %s), or sqlite:PATH for an SQLite file: %w",
-			strings.Join(Schemes(), ", "), ErrRefused)
-	case !ok:
-		return nil, fmt.Errorf("store %q: no scheme; for an SQLite file write sqlite:%s (known schemes: %s): %w",
-			dsn, dsn, strings.Join(Schemes(), ", "), ErrRefused)
-	case open == nil:
-		return nil, fmt.Errorf("store %q: unknown scheme %q (known: %s): %w",
-			redactScheme(dsn), scheme, strings.Join(Schemes(), ", "), ErrRefused)
-	}
-	return open(ctx, dsn)
+	return OpenWith(ctx, dsn, OpenOptions{})
 }
 
-// redactScheme shows only the scheme of a DSN we cannot parse, so that a
-// malformed DSN's password never reaches a log.
-func redactScheme(dsn string) string {
-	scheme, _, _ := strings.Cut(dsn, ":")
-	return scheme + ":…"
+// OpenWith is Open with options.
+//
+// A DSN that names no store leaderrun knows is never echoed in the error,
+// because it may be a password (a --store-file holding the wrong line) or
+// hold one: only a well-formed scheme followed by "//" is.
+func OpenWith(ctx context.Context, dsn string, opts OpenOptions) (Store, error) {
+	scheme, rest, _ := strings.Cut(dsn, ":")
+	registryMu.Lock()
+	open := openers[scheme]
+	if keyValueRE.MatchString(dsn) && keyValue != "" {
+		open = openers[keyValue]
+	}
+	registryMu.Unlock()
+	switch {
+	case open != nil:
+		return open(ctx, dsn, opts)
+	case !strings.HasPrefix(rest, "//") || !schemeRE.MatchString(scheme):
+		// Only a scheme followed by "//" is surely one: "hunter2:x" may
+		// be a password.
+		return nil, fmt.Errorf("store: the DSN has no scheme leaderrun knows (it is not shown: it may hold a password); "+
+			"write sqlite:PATH for an SQLite file, or SCHEME://… with a scheme of %s: %w",
+			strings.Join(Schemes(), ", "), ErrRefused)
+	default:
+		return nil, fmt.Errorf("store: unknown scheme %q (known: %s): %w",
+			scheme, strings.Join(Schemes(), ", "), ErrRefused)
+	}
 }

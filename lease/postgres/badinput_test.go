@@ -88,6 +88,13 @@ func TestOpenRefusesWhatNoRetryFixes(t *testing.T) {
 		{"read-only session", editDSN(t, dsn, "postgres", func(u *url.URL) {
 			addParam(u, "options", "-c default_transaction_read_only=on")
 		})},
+		{"unknown server parameter", editDSN(t, dsn, "postgres", func(u *url.URL) { addParam(u, "bogus_param", "1") })},
+		{"a system schema", editDSN(t, serverDSN(t), "postgres", func(u *url.URL) { addParam(u, paramSchema, "pg_catalog") })},
+		{"a parameter twice", editDSN(t, serverDSN(t), "postgres", func(u *url.URL) {
+			addParam(u, paramSchema, "one")
+			addParam(u, paramSchema, "two")
+		})},
+		{"scheme without //", "postgres:host=127.0.0.1 password=" + secret},
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
@@ -190,8 +197,9 @@ func TestRolePrivileges(t *testing.T) {
 		t.Fatalf("SchemaSQL: %v", err)
 	}
 	schemaID := pgx.Identifier{schema}.Sanitize()
-	exec(t, admin, "GRANT USAGE ON SCHEMA "+schemaID+" TO "+roleID)
-	exec(t, admin, "GRANT SELECT, INSERT, UPDATE ON "+pgx.Identifier{schema, tableName}.Sanitize()+", "+pgx.Identifier{schema, candidatesName}.Sanitize()+" TO "+roleID)
+	if _, err := admin.PgConn().Exec(testCtx(t), GrantSQL(schema, role)).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
 	exec(t, admin, "GRANT EXECUTE ON FUNCTION "+schemaID+".fence(text, bigint) TO "+roleID)
 
 	s := openStore(t, asRole)
@@ -202,6 +210,18 @@ func TestRolePrivileges(t *testing.T) {
 	}
 	if _, err := s.Renew(ctx, "n", "a", rec.Token, time.Minute); err != nil {
 		t.Fatalf("Renew as the granted role: %v", err)
+	}
+	if _, err := s.Acquire(ctx, "n", "b", time.Minute); !errors.As(err, new(*lease.HeldError)) {
+		t.Fatalf("a refused Acquire (which prunes candidates) as the granted role = %v, want *lease.HeldError", err)
+	}
+	if _, err := s.Join(ctx, "g", 2, "a", time.Minute); err != nil {
+		t.Fatalf("Join as the granted role: %v", err)
+	}
+	if _, err := s.RenewMember(ctx, "g", "a", nil, time.Minute); err != nil {
+		t.Fatalf("RenewMember as the granted role: %v", err)
+	}
+	if err := s.Leave(ctx, "g", "a"); err != nil {
+		t.Fatalf("Leave as the granted role: %v", err)
 	}
 	plain, _, err := splitDSN(asRole)
 	if err != nil {

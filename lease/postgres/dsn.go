@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // DSN query parameters that leaderrun reads itself. They are removed before
@@ -36,12 +39,20 @@ var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 func splitDSN(dsn string) (string, options, error) {
 	opts := options{schema: DefaultSchema, listen: true}
 	if !isURL(dsn) {
+		if scheme, _, _ := strings.Cut(dsn, ":"); scheme == "postgres" || scheme == "postgresql" {
+			return "", opts, fmt.Errorf("%s: without //: write postgres://USER@HOST/DB for a URL, or keyword=value pairs without a scheme", scheme)
+		}
 		opts.execModeSet = strings.Contains(dsn, "default_query_exec_mode")
 		return dsn, opts, nil
 	}
 	base, query, _ := strings.Cut(dsn, "?")
 	var kept []string
+	seen := map[string]bool{}
 	for _, p := range queryPairs(query) {
+		if seen[p.key] {
+			return "", opts, fmt.Errorf("parameter %s given twice", p.key)
+		}
+		seen[p.key] = true
 		switch {
 		case p.key == "default_query_exec_mode":
 			opts.execModeSet = true
@@ -49,6 +60,9 @@ func splitDSN(dsn string) (string, options, error) {
 		case p.key == paramSchema:
 			if !schemaPattern.MatchString(p.value) {
 				return "", opts, fmt.Errorf("%s=%q: want 1 to 63 letters, digits or underscores, not starting with a digit", paramSchema, p.value)
+			}
+			if reservedSchema(p.value) {
+				return "", opts, fmt.Errorf("%s=%q: a system schema; name a schema of leaderrun's own", paramSchema, p.value)
 			}
 			opts.schema = p.value
 			continue
@@ -102,6 +116,24 @@ func queryPairs(query string) []queryPair {
 	return pairs
 }
 
+// parseError is the refusal of a DSN that pgx cannot parse. pgx's message
+// quotes the DSN, or the part of it that failed, which may be a piece of a
+// password that was not percent-encoded: it is shown only for a DSN
+// without a password.
+func parseError(dsn string, err error) error {
+	if len(dsnSecrets(dsn)) > 0 {
+		err = errors.New("cannot parse it (the details are not shown: they may quote the password); " +
+			"percent-encode '@', ':', '/', '?', '#' and '%' in a password, as %40, %3A, %2F, %3F, %23 and %25")
+	}
+	return lease.Refused(err)
+}
+
+// reservedSchema reports whether PostgreSQL keeps schema for itself.
+func reservedSchema(schema string) bool {
+	s := strings.ToLower(schema)
+	return strings.HasPrefix(s, "pg_") || s == "information_schema"
+}
+
 func isURL(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
@@ -116,12 +148,20 @@ func redact(dsn string) string {
 		return keywordPassword.ReplaceAllString(dsn, "")
 	}
 	scheme, rest, _ := strings.Cut(dsn, "://")
-	rest, query, hasQuery := strings.Cut(rest, "?")
+	// The user information ends at the last '@' of the whole DSN: a
+	// password may hold '@', '/', '?' or '#' unescaped, and redaction
+	// must not depend on the DSN parsing well.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if colon := strings.Index(rest[:at], ":"); colon >= 0 {
-			rest = rest[:colon] + rest[at:]
+		user := rest[:at]
+		if colon := strings.Index(user, ":"); colon >= 0 {
+			user = user[:colon]
 		}
+		if strings.ContainsAny(user, "/?#") {
+			user = "…"
+		}
+		rest = user + rest[at:]
 	}
+	rest, query, hasQuery := strings.Cut(rest, "?")
 	out := scheme + "://" + rest
 	if !hasQuery {
 		return out
@@ -161,12 +201,18 @@ func dsnSecrets(dsn string) []string {
 		return s
 	}
 	_, rest, _ := strings.Cut(dsn, "://")
-	rest, query, _ := strings.Cut(rest, "?")
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
-			add(pw)
+	// Every reading of the user information that a parser might make:
+	// from the first ':' to the last '@' of the whole DSN, and to every
+	// '@' before it, so that whatever a half-successful parse echoes is
+	// covered.
+	if colon := strings.Index(rest, ":"); colon >= 0 {
+		for i, c := range rest {
+			if c == '@' && i > colon {
+				add(rest[colon+1 : i])
+			}
 		}
 	}
+	_, query, _ := strings.Cut(rest, "?")
 	for _, p := range queryPairs(query) {
 		if p.key == "password" || p.key == "sslpassword" {
 			_, raw, _ := strings.Cut(p.raw, "=")

@@ -79,6 +79,26 @@ func TestErrorsNeverShowPassword(t *testing.T) {
 	}
 }
 
+// TestRedactionDoesNotNeedAParse: a password with '@', '/', '?' or '#' left
+// unescaped must not show, in part, in Describe or in any error, whatever a
+// parser makes of the DSN.
+func TestRedactionDoesNotNeedAParse(t *testing.T) {
+	const password = "Zq7@Xk9?Wm3/Vn5#Yp2:Rt8"
+	fragments := []string{"Zq7", "Xk9", "Wm3", "Vn5", "Yp2", "Rt8"}
+	dsn := "postgres://app:" + password + "@127.0.0.1:1/db"
+	texts := []string{redact(dsn)}
+	if _, err := Open(context.Background(), dsn); err != nil {
+		texts = append(texts, err.Error())
+	}
+	for _, text := range texts {
+		for _, f := range fragments {
+			if strings.Contains(text, f) {
+				t.Errorf("%q shows %q, a piece of the password", text, f)
+			}
+		}
+	}
+}
+
 func TestRegisteredSchemes(t *testing.T) {
 	for _, scheme := range []string{"postgres", "postgresql"} {
 		_, err := lease.Open(context.Background(), scheme+"://u:"+secret+"@h:notaport/db")

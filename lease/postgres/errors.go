@@ -29,6 +29,24 @@ func permanent(err error) bool {
 		return true
 	case pgErr.Code == "25006": // read_only_sql_transaction
 		return true
+	case pgErr.Code == "42704", pgErr.Code == "22023": // unknown or bad parameter in the DSN
+		return true
+	case pgErr.Code == "22003": // numeric_value_out_of_range: a token at the bigint maximum
+		return true
+	}
+	return false
+}
+
+// missingObject reports whether err says that a schema, table or function
+// leaderrun uses does not exist.
+func missingObject(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "3F000", "42P01", "42883": // invalid_schema_name, undefined_table, undefined_function
+		return true
 	}
 	return false
 }
@@ -63,6 +81,10 @@ func wrapError(op string, err error, secrets []string) error {
 	if err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.As(err, &held) {
 		return err
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: lock_timeout passed
+		return fmt.Errorf("%s: %w (%s)", op, lease.ErrLocked, pgErr.Message)
+	}
 	msg := fmt.Sprintf("%s: %v", op, err)
 	cause := []error{err}
 	if permanent(err) || errors.Is(err, lease.ErrRefused) {
@@ -89,6 +111,8 @@ func hintFor(err error) string {
 		return "the role needs the privileges listed in the lease/postgres documentation, or create the schema ahead of time with postgres.SchemaSQL"
 	case "25006":
 		return "the server or session is read-only; point the DSN at the primary, e.g. with target_session_attrs=read-write"
+	case "22003":
+		return "the lease's token is at the largest value a bigint holds: the record was tampered with; delete it, and tokens go on from the clock"
 	}
 	return ""
 }

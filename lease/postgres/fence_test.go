@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,9 +151,17 @@ func TestFenceBlocksTakeoverNotRenewal(t *testing.T) {
 				err error
 			}
 			acquired := make(chan result, 1)
+			var locked atomic.Int32 // acquires that gave up on the locked row, as the election retries them
 			go func() {
-				rec, err := follower.Acquire(ctx, "relay", "follower", time.Minute)
-				acquired <- result{rec, err}
+				for {
+					rec, err := follower.Acquire(ctx, "relay", "follower", time.Minute)
+					if errors.Is(err, lease.ErrLocked) {
+						locked.Add(1)
+						continue
+					}
+					acquired <- result{rec, err}
+					return
+				}
 			}()
 			if tc.control {
 				select {
@@ -166,10 +175,16 @@ func TestFenceBlocksTakeoverNotRenewal(t *testing.T) {
 				return
 			}
 			waitBlockedBy(t, admin, childPID)
+			// The takeover waits as long as the transaction is open, and
+			// says why every lock_timeout instead of timing out blind.
+			time.Sleep(1500 * time.Millisecond)
 			select {
 			case r := <-acquired:
 				t.Fatalf("Acquire returned (%+v, %v) while the child transaction was open", r.rec, r.err)
 			default:
+			}
+			if locked.Load() == 0 {
+				t.Errorf("no Acquire reported lease.ErrLocked during 1.5s of waiting for the child transaction (lock_timeout %s)", lockTimeout)
 			}
 			if _, err := tx.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "outbox"}.Sanitize()+" VALUES ($1)", rec.Token); err != nil {
 				t.Fatal(err)

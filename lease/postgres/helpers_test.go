@@ -99,18 +99,14 @@ func serverAddr(t *testing.T) string {
 // name, and returns the listener's server pid.
 func listening(t *testing.T, s *Store, name string) uint32 {
 	t.Helper()
-	l := s.listener
 	deadline := time.After(10 * time.Second)
 	for {
-		l.mu.Lock()
-		ok, pid, state, subs := l.up && len(l.waiters[name]) > 0, l.pid, l.state, l.subs
-		l.mu.Unlock()
+		ok, changed := s.listener.Listening(name)
 		if ok {
-			return pid
+			return s.listener.pid.Load()
 		}
 		select {
-		case <-state:
-		case <-subs:
+		case <-changed:
 		case <-deadline:
 			t.Fatalf("listener not up with a waiter on %q after 10s", name)
 		}

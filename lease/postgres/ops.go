@@ -20,11 +20,21 @@ var recordColumns = recordColumnsOf("")
 // recordColumnsOf is recordColumns with each column prefixed by alias
 // ("c.").
 func recordColumnsOf(alias string) string {
-	return strings.NewReplacer("$.", alias).Replace(`$.name, $.holder, $.token, $.acquired_at, $.renewed_at, $.expires_at, $.released,
-	(extract(epoch FROM $.expires_at - now()) * 1000000)::bigint AS remaining_us,
+	// Times are clamped to a century around now: a record tampered with
+	// to hold 'infinity' must not break status for every name.
+	return strings.NewReplacer("$.", alias).Replace(`$.name, $.holder, $.token,
+	` + clamp("$.acquired_at") + `, ` + clamp("$.renewed_at") + `, ` + clamp("$.expires_at") + `, $.released,
+	(extract(epoch FROM ` + clamp("$.expires_at") + ` - now()) * 1000000)::bigint AS remaining_us,
 	$.step_down, $.successor, $.excluded_holder,
-	coalesce((extract(epoch FROM $.reserved_until - now()) * 1000000)::bigint, 0) AS reserved_us,
+	coalesce((extract(epoch FROM ` + clamp("$.reserved_until") + ` - now()) * 1000000)::bigint, 0) AS reserved_us,
 	$.location`)
+}
+
+// clamp keeps a timestamp column within a century of now; NULL stays NULL
+// (greatest and least would skip it).
+func clamp(col string) string {
+	return "CASE WHEN " + col + " IS NULL THEN NULL ELSE least(greatest(" + col +
+		", now() - interval '100 years'), now() + interval '100 years') END"
 }
 
 // acquireAttempts bounds how often Acquire retries when the name became
@@ -103,6 +113,8 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 	INSERT INTO %[3]s AS c (name, holder, seen_until)
 	VALUES ($1, $2, now() + 2 * $3::bigint * interval '1 microsecond')
 	ON CONFLICT (name, holder) DO UPDATE SET seen_until = excluded.seen_until
+), gone AS (
+	DELETE FROM %[3]s WHERE name = $1 AND holder <> $2 AND seen_until < now()
 ), granted AS (
 	INSERT INTO %[1]s AS l (name, holder, token, acquired_at, renewed_at, expires_at, released)
 	VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,

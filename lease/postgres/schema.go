@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // FenceSQLState is the SQLSTATE that the fence function raises when the
@@ -106,6 +108,7 @@ AS $fence$
 DECLARE
     cur record;
 BEGIN
+    -- leaderrun fence v2 (schemaExists looks for this line)
     SELECT l.token, l.released, l.expires_at, l.expires_at > clock_timestamp() AS live
       INTO cur
       FROM %[2]s AS l
@@ -118,13 +121,31 @@ BEGIN
     IF cur.token <> lease_token OR cur.released OR NOT cur.live THEN
         RAISE EXCEPTION USING ERRCODE = '%[3]s',
             MESSAGE = format('leaderrun: token %%s of lease %%L is stale', lease_token, lease_name),
-            DETAIL = format('current token %%s, released %%s, expires at %%s', cur.token, cur.released, cur.expires_at);
+            -- The current token is not disclosed: a role that may call
+            -- fence need not learn it.
+            DETAIL = CASE WHEN cur.token <> lease_token THEN 'another tenure holds the lease'
+                          WHEN cur.released THEN 'the lease was released'
+                          ELSE 'the lease has expired' END;
     END IF;
 END
 $fence$;
 
 REVOKE ALL ON FUNCTION %[1]s.fence(text, bigint) FROM PUBLIC;
 `, s, t, FenceSQLState, c, g, m)
+}
+
+// GrantSQL returns the statements that give role what leaderrun needs in
+// schema's objects, when an administrator created them ahead of time with
+// SchemaSQL: USAGE on the schema; SELECT, INSERT and UPDATE on the leases
+// and groups tables; and DELETE too on candidates and members, which
+// leaderrun prunes.
+func GrantSQL(schema, role string) string {
+	id := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	r := pgx.Identifier{role}.Sanitize()
+	return fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
+GRANT SELECT, INSERT, UPDATE ON %[3]s, %[4]s TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[5]s, %[6]s TO %[2]s;
+`, pgx.Identifier{schema}.Sanitize(), r, id(tableName), id(groupsName), id(candidatesName), id(membersName))
 }
 
 // ensureSchema creates the schema, table and fence function unless they
@@ -136,6 +157,21 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	return s.pool.do(ctx, func(conn *pgx.Conn) error {
 		if err := s.createSchema(ctx, conn); err != nil {
 			return fmt.Errorf("create schema %s: %w", s.schema, err)
+		}
+		return nil
+	})
+}
+
+// requireSchema fails with lease.ErrNoStore unless the schema's objects
+// exist; it creates nothing.
+func (s *Store) requireSchema(ctx context.Context) error {
+	return s.pool.do(ctx, func(conn *pgx.Conn) error {
+		ok, err := s.schemaExists(ctx, conn)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("schema %s has no leaderrun tables (or those of an older version): %w", s.schema, lease.ErrNoStore)
 		}
 		return nil
 	})
@@ -170,7 +206,8 @@ func (s *Store) schemaExists(ctx context.Context, conn *pgx.Conn) (bool, error) 
 	var ok bool
 	err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL
 	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'location' AND NOT attisdropped)`,
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'location' AND NOT attisdropped)
+	AND EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure($2) AND prosrc LIKE '%leaderrun fence v2%')`,
 		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)", s.candidates, s.groups, s.members,
 	).Scan(&ok)
 	return ok, err

@@ -15,8 +15,8 @@ import (
 )
 
 func init() {
-	open := func(ctx context.Context, dsn string) (lease.Store, error) {
-		s, err := Open(ctx, dsn)
+	open := func(ctx context.Context, dsn string, opts lease.OpenOptions) (lease.Store, error) {
+		s, err := open(ctx, dsn, opts.Existing)
 		if err != nil {
 			return nil, err
 		}
@@ -24,12 +24,16 @@ func init() {
 	}
 	lease.Register("postgres", open)
 	lease.Register("postgresql", open)
+	lease.RegisterKeyValue("postgres")
 }
 
 // pollInterval is how often Wait re-reads a lease while it cannot be
 // notified: with leaderrun_listen=off, and while the LISTEN connection is
 // down.
 const pollInterval = 500 * time.Millisecond
+
+// lockTimeout is the sessions' lock_timeout unless the DSN sets one.
+const lockTimeout = "1s"
 
 // defaultApplicationName is the application_name of leaderrun's sessions
 // unless the DSN sets one.
@@ -49,6 +53,8 @@ type Store struct {
 	channel    string // NOTIFY channel of the schema
 	pool       *pool
 	listener   *listener // nil with leaderrun_listen=off
+
+	existing bool // opened with lease.OpenOptions.Existing: create nothing
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -75,7 +81,11 @@ var _ lease.Store = (*Store)(nil)
 // privilege and a read-only server are errors that wrap lease.ErrRefused;
 // an unreachable server is a plain error, which a retry may fix. No error
 // contains the password.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string) (*Store, error) { return open(ctx, dsn, false) }
+
+// open is Open; with existing, it creates nothing and fails with
+// lease.ErrNoStore when the schema's objects do not exist.
+func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 	secrets := dsnSecrets(dsn)
 	fail := func(err error) (*Store, error) {
 		return nil, wrapError("open postgres store "+redact(dsn), err, secrets)
@@ -86,7 +96,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	cfg, err := pgx.ParseConfig(pgxDSN)
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", err, lease.ErrRefused))
+		return fail(parseError(dsn, err))
 	}
 	if cfg.Password != "" {
 		secrets = append(secrets, cfg.Password) // from PGPASSWORD or the passfile, too
@@ -94,6 +104,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg.DialFunc = tcpdial.New().DialContext
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = defaultApplicationName
+	}
+	if cfg.RuntimeParams["lock_timeout"] == "" {
+		// An acquire that waits for a child's fenced transaction gives up
+		// after a second and says so (lease.ErrLocked), rather than
+		// timing out as if the server were unreachable.
+		cfg.RuntimeParams["lock_timeout"] = lockTimeout
 	}
 	if !opts.listen && !opts.execModeSet {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
@@ -109,6 +125,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		channel:    channelName(opts.schema),
 		pool:       newPool(cfg),
 		closed:     make(chan struct{}),
+		existing:   existing,
 	}
 	if opts.listen {
 		lcfg := cfg.Copy()
@@ -117,7 +134,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		s.listener = newListener(lcfg, s.channel)
 	}
-	if err := s.ensureSchema(ctx); err != nil {
+	if existing {
+		if err := s.requireSchema(ctx); err != nil {
+			s.Close()
+			return fail(err)
+		}
+	} else if err := s.ensureSchema(ctx); err != nil {
 		s.Close()
 		return fail(err)
 	}
@@ -145,7 +167,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		if s.listener != nil {
-			s.listener.stop()
+			s.listener.Stop()
 		}
 		s.pool.close()
 	})
@@ -157,12 +179,23 @@ func (s *Store) wrap(op string, err error) error {
 	return wrapError(op, err, s.secrets)
 }
 
-// do runs fn on a pooled connection, failing at once if the store is closed.
+// do runs fn on a pooled connection, failing at once if the store is
+// closed. When fn finds leaderrun's schema, a table or the fence function
+// missing (dropped behind its back, or by a restore), do creates them again
+// and runs fn once more: tokens stay above every earlier one by the token
+// rule's clock floor.
 func (s *Store) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 	select {
 	case <-s.closed:
 		return lease.ErrClosed
 	default:
+	}
+	err := s.pool.do(ctx, fn)
+	if !missingObject(err) || s.existing {
+		return err
+	}
+	if cerr := s.ensureSchema(ctx); cerr != nil {
+		return fmt.Errorf("%w (and creating it again failed: %w)", err, cerr)
 	}
 	return s.pool.do(ctx, fn)
 }

@@ -43,72 +43,13 @@ func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, t
 	})
 }
 
-// waitFor waits for key's notifications until changed, which reads the
-// current state, reports a change. It reads once the LISTEN that would
-// report a later change has taken effect, and again whenever the listener
-// reconnected or, while it is down, every pollInterval. A notification
-// ends the wait (it may be spurious; the caller reads again).
+// waitFor waits on key's notifications until changed reports a change
+// (lease.Listener.Wait). Without a listener (leaderrun_listen=off) it
+// polls.
 func (s *Store) waitFor(ctx context.Context, key string, timeout time.Duration, changed func(context.Context) (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-
-	var st listenState // zero: never up, never changes
-	wake := make(chan struct{}, 1)
-	if s.listener != nil {
-		st = s.listener.subscribe(key, wake)
-		defer s.listener.unsubscribe(key, wake)
+	if s.listener == nil {
+		n := lease.Notified{Closed: s.closed, Poll: pollInterval, State: func() lease.Notice { return lease.Notice{} }}
+		return n.Loop(ctx, timeout, changed)
 	}
-	// checked: the state was read while LISTEN was in effect in epoch
-	// st.epoch, so only a notification can report a later change.
-	checked := false
-	var poll *time.Timer
-	defer func() {
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
-	for {
-		var tick <-chan time.Time
-		if !checked {
-			rctx, cancel := context.WithDeadline(ctx, deadline)
-			moved, err := changed(rctx)
-			cancel()
-			switch {
-			case errors.Is(err, lease.ErrClosed):
-				return lease.ErrClosed
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case moved:
-				return nil
-			case err == nil:
-				checked = st.up
-			}
-			if !checked {
-				if poll == nil {
-					poll = time.NewTimer(pollInterval)
-				} else {
-					poll.Reset(pollInterval)
-				}
-				tick = poll.C
-			}
-		}
-		select {
-		case <-wake:
-			return nil
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closed:
-			return lease.ErrClosed
-		case <-st.changed:
-			prev := st
-			st = s.listener.current(key)
-			if st.up != prev.up || st.epoch != prev.epoch {
-				checked = false
-			}
-		case <-tick:
-		}
-	}
+	return s.listener.Wait(ctx, key, s.closed, pollInterval, timeout, changed)
 }

@@ -119,7 +119,7 @@ func TestWaitSurvivesKilledListenConnection(t *testing.T) {
 	rec := acquireSeen(t, leader, follower, "n")
 	done := startWait(t, follower, "n", rec, 30*time.Second)
 	pid := listening(t, follower, "n")
-	epoch := follower.listener.current("n").epoch
+	epoch := follower.listener.Notice().Epoch
 
 	var killed bool
 	if err := adminConn(t).QueryRow(ctx, "SELECT pg_terminate_backend($1)", int(pid)).Scan(&killed); err != nil || !killed {
@@ -127,9 +127,9 @@ func TestWaitSurvivesKilledListenConnection(t *testing.T) {
 	}
 	// Release only once the listener has seen its connection die, so that
 	// the notification is sent while nobody listens (or after reconnect).
-	for st := follower.listener.current("n"); st.up && st.epoch == epoch; st = follower.listener.current("n") {
+	for st := follower.listener.Notice(); st.Up && st.Epoch == epoch; st = follower.listener.Notice() {
 		select {
-		case <-st.changed:
+		case <-st.Changed:
 		case <-time.After(10 * time.Second):
 			t.Fatal("listener did not notice its connection was terminated")
 		}
@@ -172,9 +172,9 @@ func TestWaitRereadsAfterReconnect(t *testing.T) {
 	listening(t, follower, "n")
 
 	proxy.Reset()
-	for st := follower.listener.current("n"); st.up; st = follower.listener.current("n") {
+	for st := follower.listener.Notice(); st.Up; st = follower.listener.Notice() {
 		select {
-		case <-st.changed:
+		case <-st.Changed:
 		case <-time.After(10 * time.Second):
 			t.Fatal("listener did not notice the reset")
 		}

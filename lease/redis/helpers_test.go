@@ -79,18 +79,14 @@ func harness(t *testing.T, serverURL string) leasetest.Harness {
 // name, and returns its epoch.
 func subscribed(t *testing.T, s *Store, name string) uint64 {
 	t.Helper()
-	l := s.sub
 	deadline := time.After(10 * time.Second)
 	for {
-		l.mu.Lock()
-		ok, epoch, state, subs := l.up && len(l.waiters[name]) > 0, l.epoch, l.state, l.subs
-		l.mu.Unlock()
+		ok, changed := s.sub.Listening(name)
 		if ok {
-			return epoch
+			return s.sub.Notice().Epoch
 		}
 		select {
-		case <-state:
-		case <-subs:
+		case <-changed:
 		case <-deadline:
 			t.Fatalf("subscription not confirmed with a waiter on %q after 10s", name)
 		}

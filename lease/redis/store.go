@@ -19,7 +19,9 @@ import (
 )
 
 func init() {
-	open := func(ctx context.Context, dsn string) (lease.Store, error) {
+	// Redis stores nothing until the first write, so an Existing open
+	// differs in nothing.
+	open := func(ctx context.Context, dsn string, _ lease.OpenOptions) (lease.Store, error) {
 		s, err := Open(ctx, dsn)
 		if err != nil {
 			return nil, err
@@ -200,7 +202,7 @@ func (s *Store) Describe() string { return s.describe }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
-		s.sub.stop()
+		s.sub.Stop()
 		s.client.Close()
 	})
 	return nil

@@ -48,73 +48,15 @@ func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, t
 }
 
 // waitFor waits for key's messages until changed, which reads the current
-// state, reports a change. It reads once the subscription that would
-// report a later change is confirmed, again after every resubscription,
-// and every pollInterval while the subscription is down. A message ends
-// the wait (it may be spurious; the caller reads again).
+// state, reports a change (lease.Listener.Wait): it reads once the
+// subscription that would report a later change is confirmed, again after
+// every message (at most once per lease.RereadGap) and resubscription, and
+// every pollInterval while the subscription is down.
 func (s *Store) waitFor(ctx context.Context, key string, timeout time.Duration, changed func(context.Context) (bool, error)) error {
 	select {
 	case <-s.closed:
 		return lease.ErrClosed
 	default:
 	}
-	deadline := time.Now().Add(timeout)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-
-	wake := make(chan struct{}, 1)
-	st := s.sub.subscribe(key, wake)
-	defer s.sub.unsubscribe(key, wake)
-	// checked: the state was read while the subscription was confirmed in
-	// epoch st.epoch, so only a message can report a later change.
-	checked := false
-	var poll *time.Timer
-	defer func() {
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
-	for {
-		var tick <-chan time.Time
-		if !checked {
-			rctx, cancel := context.WithDeadline(ctx, deadline)
-			moved, err := changed(rctx)
-			cancel()
-			switch {
-			case errors.Is(err, lease.ErrClosed):
-				return lease.ErrClosed
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case moved:
-				return nil
-			case err == nil:
-				checked = st.up
-			}
-			if !checked {
-				if poll == nil {
-					poll = time.NewTimer(pollInterval)
-				} else {
-					poll.Reset(pollInterval)
-				}
-				tick = poll.C
-			}
-		}
-		select {
-		case <-wake:
-			return nil
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closed:
-			return lease.ErrClosed
-		case <-st.changed:
-			prev := st
-			st = s.sub.current()
-			if st.up != prev.up || st.epoch != prev.epoch {
-				checked = false
-			}
-		case <-tick:
-		}
-	}
+	return s.sub.Wait(ctx, key, s.closed, pollInterval, timeout, changed)
 }

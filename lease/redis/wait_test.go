@@ -72,9 +72,9 @@ func TestWaitRereadsAfterResubscribe(t *testing.T) {
 	epoch := subscribed(t, follower, "n")
 
 	proxy.Reset()
-	for st := follower.sub.current(); st.up; st = follower.sub.current() {
+	for st := follower.sub.Notice(); st.Up; st = follower.sub.Notice() {
 		select {
-		case <-st.changed:
+		case <-st.Changed:
 		case <-time.After(10 * time.Second):
 			t.Fatal("the subscriber did not notice its connection was reset")
 		}
@@ -91,11 +91,11 @@ func TestWaitRereadsAfterResubscribe(t *testing.T) {
 	proxy.Pass()
 	wantWoken(t, done, 10*time.Second)
 	t.Logf("waiter woke %v after the proxy passed again", time.Since(healed).Round(time.Millisecond))
-	for st := follower.sub.current(); !st.up || st.epoch <= epoch; st = follower.sub.current() {
+	for st := follower.sub.Notice(); !st.Up || st.Epoch <= epoch; st = follower.sub.Notice() {
 		select {
-		case <-st.changed:
+		case <-st.Changed:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("subscription after the reset: up %v, epoch %d; want up with an epoch > %d", st.up, st.epoch, epoch)
+			t.Fatalf("subscription after the reset: up %v, epoch %d; want up with an epoch > %d", st.Up, st.Epoch, epoch)
 		}
 	}
 	cur, err := follower.Get(ctx, "n")
@@ -115,9 +115,9 @@ func TestBlackholedSubscriptionIsNoticed(t *testing.T) {
 
 	cut := time.Now()
 	proxy.Blackhole()
-	for st := follower.sub.current(); st.up; st = follower.sub.current() {
+	for st := follower.sub.Notice(); st.Up; st = follower.sub.Notice() {
 		select {
-		case <-st.changed:
+		case <-st.Changed:
 		case <-time.After(2*healthInterval + 5*time.Second):
 			t.Fatal("the subscriber did not notice the blackhole")
 		}

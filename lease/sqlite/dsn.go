@@ -19,11 +19,12 @@ func init() {
 }
 
 // openDSN is the lease.Opener for the "sqlite" and "file" schemes.
-func openDSN(ctx context.Context, dsn string) (lease.Store, error) {
+func openDSN(ctx context.Context, dsn string, o lease.OpenOptions) (lease.Store, error) {
 	path, opts, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
+	opts.Existing = o.Existing
 	return Open(ctx, path, opts)
 }
 

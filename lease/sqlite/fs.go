@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // networkFS names the statfs magic numbers of filesystems whose byte-range
@@ -155,68 +157,108 @@ func within(path, dir string) bool {
 }
 
 // prepare checks that path can hold the database and creates what is
-// missing: directories with mode 0700 and an empty database file with mode
-// 0600, whatever the umask. It refuses a network filesystem unless
-// allowNetworkFS. It never opens an existing database file, because closing
-// any descriptor of a file drops every POSIX lock this process (another
-// Store, say) holds on it.
-func prepare(path string, allowNetworkFS bool) error {
+// missing (unless existing): directories with mode 0700 and an empty
+// database file with mode 0600, whatever the umask. It refuses a network
+// filesystem unless allowNetworkFS, and a place another user could tamper
+// with (see checkPrivate). With existing, a missing file is an error
+// wrapping lease.ErrNoStore and nothing is created. It never opens an
+// existing database file, because closing any descriptor of a file drops
+// every POSIX lock this process (another Store, say) holds on it.
+func prepare(path string, allowNetworkFS, existing bool) error {
 	dir := filepath.Dir(path)
-	existing := dir
+	if existing {
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s does not exist: %w", path, lease.ErrNoStore)
+		}
+	}
+	present := dir
 	for {
-		st, err := os.Stat(existing)
+		st, err := os.Stat(present)
 		if err == nil {
 			if !st.IsDir() {
-				return fmt.Errorf("%s is not a directory", existing)
+				return fmt.Errorf("%s is not a directory", present)
 			}
 			break
 		}
-		if !errors.Is(err, fs.ErrNotExist) || existing == filepath.Dir(existing) {
+		if !errors.Is(err, fs.ErrNotExist) || present == filepath.Dir(present) {
 			return err
 		}
-		existing = filepath.Dir(existing)
+		present = filepath.Dir(present)
 	}
-	if err := refuseNetworkFS(existing, allowNetworkFS); err != nil {
+	if err := refuseNetworkFS(present, allowNetworkFS); err != nil {
 		return err
 	}
 	if err := mkdirPrivate(dir); err != nil {
 		return err
 	}
-	if existing != dir {
+	if present != dir {
 		if err := refuseNetworkFS(dir, allowNetworkFS); err != nil {
 			return err
 		}
+	}
+	if err := checkPrivate(dir, true); err != nil {
+		return err
 	}
 	// SQLite creates the -wal and -shm files next to the database, so the
 	// directory must be writable even when the database exists.
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return &fs.PathError{Op: "write to directory", Path: dir, Err: err}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	switch {
 	case err == nil:
 		// Nobody has the file open yet: it did not exist a moment ago.
 		// SQLite gives -wal and -shm the database file's mode.
-		err = f.Chmod(0o600)
-		if cerr := f.Close(); err == nil {
+		err = unix.Fchmod(fd, 0o600)
+		if cerr := unix.Close(fd); err == nil {
 			err = cerr
 		}
 		return err
-	case errors.Is(err, fs.ErrExist):
-		st, err := os.Stat(path)
-		if err != nil {
+	case errors.Is(err, unix.EEXIST):
+		if err := checkPrivate(path, false); err != nil {
 			return err
-		}
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", path)
 		}
 		if err := unix.Access(path, unix.R_OK|unix.W_OK); err != nil {
 			return &fs.PathError{Op: "open for writing", Path: path, Err: err}
 		}
 		return nil
 	default:
-		return err
+		return &fs.PathError{Op: "create", Path: path, Err: err}
 	}
+}
+
+// checkPrivate refuses a database file or directory that another user
+// could tamper with: one that is a symbolic link (the file), not owned by
+// this user or root, or writable by others — a sticky world-writable
+// directory such as /tmp included, where another user could plant a link
+// or a file of their own before leaderrun creates it.
+func checkPrivate(path string, dir bool) error {
+	var st unix.Stat_t
+	stat := unix.Lstat
+	if dir {
+		stat = unix.Stat // a link to a directory is the admin's choice
+	}
+	if err := stat(path, &st); err != nil {
+		return &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	kind := "file"
+	if dir {
+		kind = "directory"
+	}
+	euid := uint32(os.Geteuid())
+	switch {
+	case !dir && st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return fmt.Errorf("%s is a symbolic link: refusing to follow it to a database", path)
+	case !dir && st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("%s is not a regular file", path)
+	case st.Uid != euid && st.Uid != 0:
+		return fmt.Errorf("%s %s is owned by uid %d, not by this user (uid %d) or root: another user could replace the database; use a %s of your own",
+			kind, path, st.Uid, euid, kind)
+	case st.Mode&0o002 != 0:
+		return fmt.Errorf("%s %s is writable by every user (mode %04o): another user could replace the database or plant a link; use a %s only you (or your group) can write",
+			kind, path, st.Mode&0o7777, kind)
+	}
+	return nil
 }
 
 func refuseNetworkFS(dir string, allow bool) error {

@@ -36,6 +36,9 @@ func (s *Store) Join(ctx context.Context, group string, partitions int, member s
 	if err := lease.CheckJoin(group, partitions, member); err != nil {
 		return lease.Group{}, fmt.Errorf("%s: %w", op, err)
 	}
+	if err := s.fresh(ctx); err != nil {
+		return lease.Group{}, s.fail(op, err)
+	}
 	return s.groupTx(ctx, op, group, member, ttl, func(conn *sql.Conn, have int, found bool) error {
 		switch {
 		case !found:
@@ -51,6 +54,9 @@ func (s *Store) Join(ctx context.Context, group string, partitions int, member s
 // RenewMember implements lease.Store in one transaction.
 func (s *Store) RenewMember(ctx context.Context, group, member string, claims []lease.Claim, ttl time.Duration) (lease.Group, error) {
 	op := fmt.Sprintf("renew member %q of group %q", member, group)
+	if err := s.lostIfReplaced(); err != nil {
+		return lease.Group{}, fmt.Errorf("%s: %w", op, err)
+	}
 	return s.groupTx(ctx, op, group, member, ttl, func(conn *sql.Conn, _ int, found bool) error {
 		if !found {
 			return lease.ErrNotFound
@@ -148,7 +154,7 @@ func (s *Store) Leave(ctx context.Context, group, member string) error {
 	}
 	var n int64
 	err := retryBusy(ctx, busyTimeout, func() error {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM members WHERE grp = ?1 AND member = ?2`, group, member)
+		res, err := s.db().ExecContext(ctx, `DELETE FROM members WHERE grp = ?1 AND member = ?2`, group, member)
 		if err == nil {
 			n, err = res.RowsAffected()
 		}
@@ -166,6 +172,9 @@ func (s *Store) Leave(ctx context.Context, group, member string) error {
 // GetGroup implements lease.Store; it reads in one transaction.
 func (s *Store) GetGroup(ctx context.Context, group string) (lease.Group, error) {
 	op := fmt.Sprintf("get group %q", group)
+	if err := s.fresh(ctx); err != nil {
+		return lease.Group{}, s.fail(op, err)
+	}
 	now, err := s.clock.now()
 	if err != nil {
 		return lease.Group{}, fmt.Errorf("%s: %w", op, err)
@@ -188,7 +197,7 @@ func (s *Store) readGroupTx(ctx context.Context, group string, now reading) (lea
 	}
 	var g lease.Group
 	err := retryBusy(ctx, busyTimeout, func() error {
-		conn, err := s.db.Conn(ctx)
+		conn, err := s.db().Conn(ctx)
 		if err != nil {
 			return err
 		}

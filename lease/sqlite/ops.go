@@ -109,6 +109,9 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("%s: %w", op, err)
 	}
+	if err := s.fresh(ctx); err != nil {
+		return lease.Record{}, s.fail(op, err)
+	}
 	// The row may have been deleted or freed between a refused grant and
 	// the read that describes the holder; the transaction rules that out,
 	// but a step-down reservation may end meanwhile: try again then.
@@ -212,6 +215,9 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 // extra returns as ?6, and returns the updated record, or lease.ErrLost
 // when it changed nothing.
 func (s *Store) update(ctx context.Context, query, name, holder string, token int64, extra func(reading) any) (lease.Record, error) {
+	if err := s.lostIfReplaced(); err != nil {
+		return lease.Record{}, err
+	}
 	now, err := s.clock.now()
 	if err != nil {
 		return lease.Record{}, err
@@ -263,6 +269,9 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("%s: window: %w", op, err)
 	}
+	if err := s.fresh(ctx); err != nil {
+		return lease.Record{}, s.fail(op, err)
+	}
 	now, err := s.clock.now()
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("%s: %w", op, err)
@@ -288,6 +297,9 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 	op := fmt.Sprintf("get lease %q", name)
+	if err := s.fresh(ctx); err != nil {
+		return lease.Record{}, s.fail(op, err)
+	}
 	rows, err := s.queryRows(ctx, getSQL, name)
 	if err != nil {
 		return lease.Record{}, s.fail(op, err)
@@ -304,6 +316,9 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 
 // List implements lease.Store.
 func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
+	if err := s.fresh(ctx); err != nil {
+		return nil, s.fail("list leases", err)
+	}
 	rows, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases ORDER BY name`)
 	if err != nil {
 		return nil, s.fail("list leases", err)

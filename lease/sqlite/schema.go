@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 const columns = `name, holder, token, boot_id, acquired_ms, renewed_ms, expires_ms, released,
@@ -71,12 +73,34 @@ const createMembers = `CREATE TABLE IF NOT EXISTS members (
 	PRIMARY KEY (grp, member)
 ) STRICT`
 
-func (s *Store) createTables(ctx context.Context) error {
-	conn, err := s.db.Conn(ctx)
+// ownColumns are, per table, the columns every version of leaderrun's table
+// has: a table of that name without them belongs to something else.
+var ownColumns = map[string][]string{
+	"leases":     {"name", "holder", "token", "boot_id", "acquired_ms", "renewed_ms", "expires_ms", "released"},
+	"candidates": {"name", "holder", "boot_id", "seen_ms"},
+	"groups":     {"name", "partitions"},
+	"members":    {"grp", "member", "boot_id", "expires_ms"},
+}
+
+// createTables creates or upgrades the tables in db in one transaction, or,
+// for an Existing store, only checks that leaderrun's lease table is there.
+// It never changes a table that is not leaderrun's.
+func (s *Store) createTables(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if s.opts.Existing {
+		cols, err := tableColumns(ctx, conn, "leases")
+		if err != nil {
+			return err
+		}
+		if len(cols) == 0 {
+			return fmt.Errorf("the database has no leaderrun lease table: %w", lease.ErrNoStore)
+		}
+		return checkOwn(cols, "leases")
+	}
 	// BEGIN IMMEDIATE takes the write lock first, waiting up to
 	// busyTimeout for it, so that concurrent openers queue instead of
 	// failing to upgrade a read lock.
@@ -91,38 +115,65 @@ func (s *Store) createTables(ctx context.Context) error {
 		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		return fmt.Errorf("create tables: %w", err)
 	}
-	// A table of that name from something else fails here, not later.
-	if _, err := s.queryRows(ctx, `SELECT `+columns+` FROM leases LIMIT 0`); err != nil {
-		return fmt.Errorf("check table: %w", err)
+	return nil
+}
+
+// tableColumns lists table's columns; none when it does not exist.
+func tableColumns(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT name FROM pragma_table_info(?1)`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols := map[string]bool{}
+	for rows.Next() {
+		var col string
+		if err := rows.Scan(&col); err != nil {
+			return nil, err
+		}
+		cols[col] = true
+	}
+	return cols, rows.Err()
+}
+
+// checkOwn refuses an existing table that lacks leaderrun's columns.
+func checkOwn(cols map[string]bool, table string) error {
+	for _, c := range ownColumns[table] {
+		if !cols[c] {
+			return lease.Refused(fmt.Errorf("the database has a table %q that is not leaderrun's (it has no column %q): "+
+				"give leaderrun a database file of its own", table, c))
+		}
 	}
 	return nil
 }
 
-// migrate creates the tables, or adds what an older version's table lacks.
-// It runs inside the caller's transaction.
+// migrate creates the tables, or adds what an older version's lease table
+// lacks. It runs inside the caller's transaction, and first checks every
+// table of leaderrun's names that exists, so that it changes nothing in a
+// database that belongs to something else.
 func migrate(ctx context.Context, conn *sql.Conn) error {
+	existing := map[string]map[string]bool{}
+	for table := range ownColumns {
+		cols, err := tableColumns(ctx, conn, table)
+		if err != nil {
+			return err
+		}
+		if len(cols) > 0 {
+			if err := checkOwn(cols, table); err != nil {
+				return err
+			}
+		}
+		existing[table] = cols
+	}
 	for _, q := range []string{createTable, createCandidates, createGroups, createMembers} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return err
 		}
 	}
-	have := map[string]bool{}
-	rows, err := conn.QueryContext(ctx, `SELECT name FROM pragma_table_info('leases')`)
-	if err != nil {
-		return err
+	have := existing["leases"]
+	if len(have) == 0 {
+		return nil // created just now, with every column
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var col string
-		if err := rows.Scan(&col); err != nil {
-			return err
-		}
-		have[col] = true
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows.Close()
 	for _, c := range addedColumns {
 		if have[c[0]] {
 			continue

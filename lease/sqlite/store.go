@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -20,6 +22,9 @@ type Options struct {
 	// processes sharing the file may be on hosts with different clocks and
 	// boot ids, so two of them can hold one name at once.
 	UnsafeAllowNetworkFS bool
+	// Existing opens only a database that exists and holds leaderrun's
+	// tables, and creates nothing (lease.OpenOptions.Existing).
+	Existing bool
 }
 
 // Store is a lease.Store in an SQLite file. Its methods are safe for
@@ -27,15 +32,26 @@ type Options struct {
 // host, may share a file.
 type Store struct {
 	path  string
+	opts  Options
 	clock hostClock
-	db    *sql.DB // reads and writes; poolSize connections
-	watch *watcher
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
 
+	fileMu sync.RWMutex // guards file
+	file   *dbFile      // the database file open now; replaced by reopen
+
 	mu        sync.Mutex       // guards candidate
 	candidate map[string]int64 // name+"\x00"+holder → seen_ms last written
+}
+
+// dbFile is the database file a Store has open: its pools and which file
+// (device and inode) the path named when they were opened.
+type dbFile struct {
+	db    *sql.DB // reads and writes; poolSize connections
+	watch *watcher
+	dev   uint64
+	ino   uint64
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -60,25 +76,123 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, lease.Refused(err))
 	}
-	if err := prepare(abs, opts.UnsafeAllowNetworkFS); err != nil {
+	if err := prepare(abs, opts.UnsafeAllowNetworkFS, opts.Existing); err != nil {
+		if errors.Is(err, lease.ErrNoStore) {
+			return nil, fmt.Errorf("sqlite store %s: %w", abs, err)
+		}
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, lease.Refused(err))
 	}
-	db, err := openPool(abs, poolSize)
+	s := &Store{path: abs, opts: opts, clock: theClock(), closed: make(chan struct{})}
+	f, err := s.openFile(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store %s: %w", abs, lease.Refused(err))
+		return nil, fmt.Errorf("sqlite store %s: %w", abs, err)
 	}
-	watchDB, err := openPool(abs, 1)
+	s.file = f
+	return s, nil
+}
+
+// openFile opens the pools on the database at s.path, which prepare has
+// checked, and creates or checks the tables.
+func (s *Store) openFile(ctx context.Context) (*dbFile, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(s.path, &st); err != nil {
+		return nil, lease.Refused(err)
+	}
+	db, err := openPool(s.path, poolSize)
+	if err != nil {
+		return nil, lease.Refused(err)
+	}
+	watchDB, err := openPool(s.path, 1)
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlite store %s: %w", abs, lease.Refused(err))
+		return nil, lease.Refused(err)
 	}
-	s := &Store{path: abs, clock: theClock(), db: db, watch: newWatcher(watchDB, abs+wakeSuffix),
-		closed: make(chan struct{})}
-	if err := retryBusy(ctx, openBusyBudget, func() error { return s.createTables(ctx) }); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite store %s: %w", abs, classify(err))
+	f := &dbFile{db: db, watch: newWatcher(watchDB, s.path+wakeSuffix), dev: st.Dev, ino: st.Ino}
+	if err := retryBusy(ctx, openBusyBudget, func() error { return s.createTables(ctx, f.db) }); err != nil {
+		f.close()
+		if errors.Is(err, lease.ErrNoStore) {
+			return nil, err
+		}
+		return nil, classify(err)
 	}
-	return s, nil
+	return f, nil
+}
+
+func (f *dbFile) close() error {
+	return errors.Join(f.watch.close(), f.db.Close())
+}
+
+// db returns the pool of the database file open now.
+func (s *Store) db() *sql.DB { return s.current().db }
+
+func (s *Store) current() *dbFile {
+	s.fileMu.RLock()
+	defer s.fileMu.RUnlock()
+	return s.file
+}
+
+// errReplaced says that the database file the Store has open is no longer
+// the one its path names.
+var errReplaced = errors.New("the database file was deleted or replaced since it was opened")
+
+// replaced reports, with errReplaced, whether the path no longer names the
+// file the Store has open: the file was deleted (and perhaps created anew
+// by another process), or replaced. Then the Store's tenures cannot be
+// trusted: other processes elect on the new file.
+func (s *Store) replaced() error {
+	f := s.current()
+	var st unix.Stat_t
+	if err := unix.Stat(s.path, &st); err != nil || st.Dev != f.dev || st.Ino != f.ino {
+		return fmt.Errorf("%s: %w", s.path, errReplaced)
+	}
+	return nil
+}
+
+// lostIfReplaced is lease.ErrLost, explained, when the database file was
+// replaced: a tenure granted in the old file means nothing in the new one.
+func (s *Store) lostIfReplaced() error {
+	if err := s.replaced(); err != nil {
+		return fmt.Errorf("%w: %w", lease.ErrLost, err)
+	}
+	return nil
+}
+
+// fresh reopens the database when its file was replaced, so that the
+// call that follows sees what the other processes see.
+func (s *Store) fresh(ctx context.Context) error {
+	if s.replaced() == nil {
+		return nil
+	}
+	return s.reopen(ctx)
+}
+
+// reopen opens the file the path names now, if it is not the one open, and
+// closes the old one; calls in flight on the old one fail.
+func (s *Store) reopen(ctx context.Context) error {
+	s.fileMu.Lock()
+	if s.check() != nil {
+		s.fileMu.Unlock()
+		return lease.ErrClosed
+	}
+	old := s.file
+	var st unix.Stat_t
+	if unix.Stat(s.path, &st) == nil && st.Dev == old.dev && st.Ino == old.ino {
+		s.fileMu.Unlock()
+		return nil // another call reopened it first
+	}
+	if err := prepare(s.path, s.opts.UnsafeAllowNetworkFS, s.opts.Existing); err != nil {
+		s.fileMu.Unlock()
+		return err
+	}
+	f, err := s.openFile(ctx)
+	if err != nil {
+		s.fileMu.Unlock()
+		return err
+	}
+	s.file = f
+	s.fileMu.Unlock()
+	old.close()
+	return nil
 }
 
 // Describe implements lease.Store: "sqlite:" and the absolute path.
@@ -90,7 +204,9 @@ func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.closed)
-		err = errors.Join(s.watch.close(), s.db.Close())
+		s.fileMu.Lock()
+		defer s.fileMu.Unlock()
+		err = s.file.close()
 	})
 	return err
 }
@@ -162,7 +278,7 @@ func (s *Store) queryRows(ctx context.Context, query string, args ...any) (rows 
 		return nil, err
 	}
 	err = retryBusy(ctx, busyTimeout, func() error {
-		rows, err = scanRows(ctx, s.db, query, args...)
+		rows, err = scanRows(ctx, s.db(), query, args...)
 		return err
 	})
 	return rows, err
@@ -204,7 +320,7 @@ func (s *Store) inTx(ctx context.Context, fn func(conn *sql.Conn) error) error {
 		return err
 	}
 	return retryBusy(ctx, busyTimeout, func() error {
-		conn, err := s.db.Conn(ctx)
+		conn, err := s.db().Conn(ctx)
 		if err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ func TestConformanceWithoutInotify(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "missing", "x-wake")
 		// A wake file in a directory that does not exist cannot be
 		// watched: the watcher falls back to polling.
-		return harness(t, func(s *Store) { s.watch.wakePath = missing })
+		return harness(t, func(s *Store) { s.current().watch.wakePath = missing })
 	})
 }
 
@@ -93,7 +93,7 @@ func TestPragmas(t *testing.T) {
 		{"busy_timeout", "1000"},
 	} {
 		var got string
-		if err := s.db.QueryRowContext(ctx(t), "PRAGMA "+p.pragma).Scan(&got); err != nil {
+		if err := s.db().QueryRowContext(ctx(t), "PRAGMA "+p.pragma).Scan(&got); err != nil {
 			t.Fatalf("PRAGMA %s: %v", p.pragma, err)
 		}
 		if got != p.want {

@@ -52,7 +52,7 @@ func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, t
 func (s *Store) waitFor(ctx context.Context, timeout time.Duration, changed func() (bool, error)) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	next, done := s.watch.subscribe()
+	next, done := s.current().watch.subscribe()
 	defer done()
 	for first := true; ; first = false {
 		// Take the next channel before reading, so that a change after

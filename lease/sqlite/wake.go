@@ -23,10 +23,18 @@ import (
 const wakeSuffix = "-wake"
 
 // wake tells every process waiting on this database that a name may have
-// changed hands. It is best effort: a waiter that misses it still wakes at
-// the lease's expiry. It never opens the database file itself.
+// changed hands, by opening the wake file for writing and closing it, which
+// inotify reports as IN_CLOSE_WRITE. It writes nothing and never truncates,
+// follows no symbolic link and never blocks (a FIFO planted there without a
+// reader fails at once), so that a planted file can neither hang leaderrun
+// nor make it clobber another file. It is best effort: a waiter that
+// misses it still wakes at the lease's expiry. It never opens the database
+// file itself.
 func (s *Store) wake() {
-	os.WriteFile(s.path+wakeSuffix, nil, 0o600)
+	fd, err := unix.Open(s.path+wakeSuffix, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		unix.Close(fd)
+	}
 }
 
 // wakeWatch reports writes of one wake file through inotify.
