@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +224,46 @@ func TestExistingStoreIsNotCreated(t *testing.T) {
 	}
 	if after := schemaOf(t, db); !slices.Equal(after, before) {
 		t.Errorf("schema changed from %q to %q", before, after)
+	}
+}
+
+func TestTokenAtMaximumIsAClearRefusal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaderrun.db")
+	s := openTest(t, path)
+	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawDB(t, path).Exec(`UPDATE leases SET token = 9223372036854775807 WHERE name = 'n'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Acquire(ctx(t), "n", "a", time.Minute)
+	if !errors.Is(err, lease.ErrRefused) || !strings.Contains(err.Error(), "largest value") {
+		t.Errorf("Acquire with the token at its maximum = %v, want a refusal that says why", err)
+	}
+}
+
+func TestTableDroppedMidRunIsCreatedAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaderrun.db")
+	s := openTest(t, path)
+	first, err := s.Acquire(ctx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawDB(t, path).Exec(`DROP TABLE leases`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Renew(ctx(t), "n", "a", first.Token, time.Minute); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Renew after the table was dropped = %v, want ErrLost (the record is gone)", err)
+	}
+	again, err := s.Acquire(ctx(t), "n", "b", time.Minute)
+	if err != nil {
+		t.Fatalf("Acquire after the table was dropped: %v", err)
+	}
+	if again.Token <= first.Token {
+		t.Errorf("token after the table was created again = %d, want > %d", again.Token, first.Token)
 	}
 }

@@ -3,8 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -126,6 +130,9 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 			return err
 		})
 		switch {
+		case tokenOverflow(err):
+			return lease.Record{}, fmt.Errorf("%s: %w", op, lease.Refused(errors.New(
+				"the lease's token is at the largest value SQLite holds: the record was tampered with; delete it, and tokens go on from the clock")))
 		case err != nil:
 			return lease.Record{}, s.fail(op, err)
 		case a.granted:
@@ -142,6 +149,13 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 		}
 	}
 	return lease.Record{}, fmt.Errorf("%s: it changed hands repeatedly during the attempt", op)
+}
+
+// tokenOverflow reports whether err is the grant's token+1 overflowing:
+// SQLite turns the sum into a REAL, which the STRICT table refuses.
+func tokenOverflow(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_DATATYPE
 }
 
 // attempt is the outcome of one grant transaction.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -277,11 +279,43 @@ func (s *Store) queryRows(ctx context.Context, query string, args ...any) (rows 
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	err = retryBusy(ctx, busyTimeout, func() error {
-		rows, err = scanRows(ctx, s.db(), query, args...)
-		return err
+	err = s.recreating(ctx, func() error {
+		return retryBusy(ctx, busyTimeout, func() error {
+			rows, err = scanRows(ctx, s.db(), query, args...)
+			return err
+		})
 	})
 	return rows, err
+}
+
+// recreating runs fn, and once more after creating the tables again when fn
+// failed because one of them is gone (dropped behind the store's back, as
+// by an operator): tokens then go on from the clock. A store opened for an
+// operator's command creates nothing.
+func (s *Store) recreating(ctx context.Context, fn func() error) error {
+	err := fn()
+	var se *sqlite.Error
+	if err == nil || s.opts.Existing || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_ERROR {
+		return err
+	}
+	conn, cerr := s.db().Conn(ctx)
+	if cerr != nil {
+		return err
+	}
+	missing := false
+	for table := range ownColumns {
+		if cols, cerr := tableColumns(ctx, conn, table); cerr == nil && len(cols) == 0 {
+			missing = true
+		}
+	}
+	conn.Close()
+	if !missing {
+		return err
+	}
+	if cerr := retryBusy(ctx, openBusyBudget, func() error { return s.createTables(ctx, s.db()) }); cerr != nil {
+		return fmt.Errorf("%w (and creating the tables again failed: %w)", err, cerr)
+	}
+	return fn()
 }
 
 // querier is a *sql.DB or a *sql.Conn in a transaction.
@@ -319,6 +353,11 @@ func (s *Store) inTx(ctx context.Context, fn func(conn *sql.Conn) error) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	return s.recreating(ctx, func() error { return s.tx(ctx, fn) })
+}
+
+// tx is inTx without recreating dropped tables.
+func (s *Store) tx(ctx context.Context, fn func(conn *sql.Conn) error) error {
 	return retryBusy(ctx, busyTimeout, func() error {
 		conn, err := s.db().Conn(ctx)
 		if err != nil {
