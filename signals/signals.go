@@ -39,6 +39,14 @@ func IsStop(sig os.Signal) bool {
 
 // Notify relays every signal in Forwarded, and only those, to c.
 // Like signal.Notify, it does not block sending to c: c should be buffered.
+//
+// It also subscribes to SIGPIPE, on a channel of its own that nobody reads:
+// then a write to a closed pipe — leaderrun's stderr piped into `head -1`
+// — fails with EPIPE instead of killing leaderrun in the middle of a
+// tenure (the child would die by SIGKILL without its stop signal, and the
+// lease would stay held). The child's disposition of SIGPIPE is the
+// default, as exec resets handled signals.
 func Notify(c chan<- os.Signal) {
 	signal.Notify(c, Forwarded...)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
