@@ -43,12 +43,12 @@ type locker struct {
 	// dbName is the database, part of every lock's name.
 	dbName string
 
-	mu    sync.Mutex // guards the fields below and serializes the session's statements
-	conn  *sql.Conn  // nil while there is no session
-	connID int64     // the session's CONNECTION_ID()
-	held  map[string]heldLock
-	stop  chan struct{}
-	done  chan struct{}
+	mu      sync.Mutex // guards the fields below and serializes the session's statements
+	conn    *sql.Conn  // nil while there is no session
+	connID  int64      // the session's CONNECTION_ID()
+	held    map[string]heldLock
+	stop    chan struct{}
+	done    chan struct{}
 	started bool // the keeper was started, or must not be any more
 }
 
@@ -117,19 +117,52 @@ func (l *locker) releaseLocked(ctx context.Context, name string, h heldLock) {
 }
 
 // getLocked takes key on the session, waiting up to wait seconds, and
-// reports whether it holds it.
+// reports whether it holds it. A broken session is replaced once, and a
+// new session first retakes the locks the old one lost.
 func (l *locker) getLocked(ctx context.Context, key string, wait float64) bool {
-	if !l.connectLocked(ctx) {
-		return false
+	for range 2 {
+		fresh := l.conn == nil
+		if !l.connectLocked(ctx) {
+			return false
+		}
+		if fresh {
+			l.retakeLocked(ctx)
+		}
+		if l.conn == nil {
+			continue // broke while retaking
+		}
+		held, err := l.tryLocked(ctx, key, wait)
+		if err == nil {
+			return held
+		}
+		l.brokenLocked()
 	}
+	return false
+}
+
+// retakeLocked takes the held tenures' locks that the session lacks.
+func (l *locker) retakeLocked(ctx context.Context) {
+	for name, h := range l.held {
+		if h.locked {
+			continue
+		}
+		held, err := l.tryLocked(ctx, tenureLock(l.dbName, name, h.token), 0)
+		if err != nil {
+			l.brokenLocked()
+			return
+		}
+		h.locked = held
+		l.held[name] = h
+	}
+}
+
+// tryLocked runs GET_LOCK(key, wait) on the session.
+func (l *locker) tryLocked(ctx context.Context, key string, wait float64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, lockOpTimeout)
 	defer cancel()
 	var got sql.NullInt64
-	if err := l.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", key, wait).Scan(&got); err != nil {
-		l.brokenLocked()
-		return false
-	}
-	return got.Int64 == 1
+	err := l.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", key, wait).Scan(&got)
+	return got.Int64 == 1, err
 }
 
 // execLocked runs stmt on the session and reports whether it succeeded; a
@@ -197,23 +230,19 @@ func (l *locker) keep() {
 func (l *locker) check() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ctx := context.Background()
 	if len(l.held) == 0 {
 		return
 	}
 	if l.conn != nil {
-		pctx, cancel := context.WithTimeout(ctx, lockOpTimeout)
-		err := l.conn.PingContext(pctx)
+		ctx, cancel := context.WithTimeout(context.Background(), lockOpTimeout)
+		err := l.conn.PingContext(ctx)
 		cancel()
 		if err != nil {
 			l.brokenLocked()
 		}
 	}
-	for name, h := range l.held {
-		if !h.locked {
-			h.locked = l.getLocked(ctx, tenureLock(l.dbName, name, h.token), 0)
-			l.held[name] = h
-		}
+	if l.connectLocked(context.Background()) {
+		l.retakeLocked(context.Background())
 	}
 }
 
