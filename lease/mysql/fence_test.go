@@ -298,4 +298,3 @@ WHERE r.lock_table = CONCAT('`+"`"+`', DATABASE(), '`+"`.`"+tokensTable+"`"+`') 
 		time.Sleep(150 * time.Millisecond)
 	}
 }
-
