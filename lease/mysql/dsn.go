@@ -12,10 +12,11 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 )
 
-// The DSN is a URL: mysql://user:password@host:port/database?param=value.
-// Only the driver parameters in driverParams may be given; the ones in
-// fixedParams leaderrun sets itself. Any other parameter, and any parameter
-// given twice, is refused.
+// The DSN is a URL: mysql://user:password@host:port/database?param=value,
+// with '@', '/', '?', '#' and '%' %-encoded wherever they occur after the
+// user (in the password, in parameter values). Only the driver parameters
+// in driverParams may be given; the ones in fixedParams leaderrun sets
+// itself. Any other parameter, and any parameter given twice, is refused.
 
 // schemes are the URL schemes Open accepts.
 var schemes = []string{"mysql", "mariadb"}
@@ -69,9 +70,15 @@ type dsn struct {
 // parseDSN parses a mysql:// URL into the driver's configuration. Its
 // errors never contain the password.
 func parseDSN(s string) (*dsn, error) {
-	scheme, _, ok := strings.Cut(s, "://")
+	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok || !slices.Contains(schemes, scheme) {
 		return nil, fmt.Errorf("DSN must start with mysql:// or mariadb://")
+	}
+	// A password with an unescaped '/', '?' or '#' ends the authority
+	// early and leaves its '@' behind: every part after that may hold a
+	// piece of the password, so refuse without echoing any of it.
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 && strings.Contains(rest[i:], "@") {
+		return nil, fmt.Errorf("%w (an '@' after the host)", errMalformed)
 	}
 	u, err := url.Parse(s)
 	if err != nil || u.Opaque != "" || u.Fragment != "" || u.RawFragment != "" {
@@ -81,12 +88,9 @@ func parseDSN(s string) (*dsn, error) {
 	if pw, ok := u.User.Password(); ok {
 		d.secrets = secretForms(pw, rawPassword(s))
 	}
-	// A password with an unescaped '/', '?' or '#' moves the '@' out of
-	// the authority: the URL then names no user. Refuse it without
-	// echoing it.
 	switch {
 	case u.User == nil || u.User.Username() == "":
-		return nil, fmt.Errorf("%w (no user found)", errMalformed)
+		return nil, fmt.Errorf("DSN names no user (mysql://USER:password@host/database)")
 	case u.Hostname() == "":
 		return nil, fmt.Errorf("DSN names no host")
 	}
