@@ -279,4 +279,3 @@ func TestRenewMemberIsAtomic(t *testing.T) {
 		t.Errorf("partition lease has %v left after a failed round, want ≤ 30s (not renewed)", got.Remaining)
 	}
 }
-
