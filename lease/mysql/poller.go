@@ -14,7 +14,10 @@ const (
 	pollInterval = 250 * time.Millisecond
 	// lockPollInterval is how often they are read for a Wait that blocks
 	// on a tenure's lock, which signals releases and the holder's death
-	// but not a step-down request or a takeover after expiry.
+	// but not a step-down request or a takeover after expiry. Its first
+	// read comes after pollInterval, for a change that landed between the
+	// Wait's read and its GET_LOCK, where the lock cannot show it (an
+	// Annotate's release and retake of the lock).
 	lockPollInterval = 2 * time.Second
 	// pollTimeout bounds one poll.
 	pollTimeout = 5 * time.Second
@@ -76,10 +79,11 @@ func (p *poller) unsubscribe(sub *subscription) {
 }
 
 // arm makes the poller wake sub once its key's version differs from
-// version (0: the row is absent), checking every interval.
-func (p *poller) arm(sub *subscription, version int64, every time.Duration) {
+// version (0: the row is absent), checking after first and then every
+// interval.
+func (p *poller) arm(sub *subscription, version int64, first, every time.Duration) {
 	p.mu.Lock()
-	sub.armed, sub.version, sub.every, sub.next = true, version, every, time.Now().Add(every)
+	sub.armed, sub.version, sub.every, sub.next = true, version, every, time.Now().Add(first)
 	p.mu.Unlock()
 	select {
 	case p.changed <- struct{}{}:

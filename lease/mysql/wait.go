@@ -22,9 +22,10 @@ import (
 // GET_LOCK on a session of its own (see locker): the holder's release, or
 // its session's death, wakes it within a round trip; a waiter that gets
 // the lock releases it at once. At the same time the poller compares the
-// row's version with the one read, every 2 s (lockPollInterval), for the
-// changes the lock does not signal (a step-down request, a takeover after
-// expiry). Without a held tenure to block on (the name is free, the
+// row's version with the one read, 250 ms after the read and then every
+// 2 s (lockPollInterval), for the changes the lock does not signal (a
+// step-down request, a takeover after expiry, an Annotate that pulsed the
+// lock before this Wait blocked on it). Without a held tenure to block on (the name is free, the
 // holder's lock session is broken), or when this store already has
 // maxLockWaiters sessions blocked, the poller alone wakes it, every 250 ms
 // (pollInterval). A read that fails is retried every pollInterval.
@@ -112,7 +113,7 @@ func (s *Store) waitFor(ctx context.Context, group bool, key string, timeout tim
 						lockDone, every = lw.done, lockPollInterval
 					}
 				}
-				s.poller.arm(sub, version, every)
+				s.poller.arm(sub, version, pollInterval, every)
 			}
 		}
 		select {
@@ -130,7 +131,7 @@ func (s *Store) waitFor(ctx context.Context, group bool, key string, timeout tim
 			default:
 				// Timed out on the server (the timer decides) or failed.
 				useLock = false
-				s.poller.arm(sub, version, pollInterval)
+				s.poller.arm(sub, version, pollInterval, pollInterval)
 			}
 		case <-retry:
 			reread = true
@@ -171,8 +172,12 @@ type lockWait struct {
 const lockWaitSlack = 5 * time.Second
 
 // startLockWait blocks a session of waitDB on key for up to d, or returns
-// nil when maxLockWaiters sessions are blocked already.
+// nil when maxLockWaiters sessions are blocked already or d is not
+// positive (GET_LOCK would take a negative timeout for ever).
 func (s *Store) startLockWait(key string, d time.Duration) *lockWait {
+	if d <= 0 {
+		return nil
+	}
 	select {
 	case s.waitSlots <- struct{}{}:
 	default:
