@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"maps"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -50,9 +51,19 @@ var lockSessionParams = map[string]string{
 // (semi-consistent read), and a lookup of an absent key takes no gap lock.
 const sessionInit = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 
-// openDB returns a connection pool for cfg with the session settings and
-// extra, dialing through tcpdial (keepalive and TCP_USER_TIMEOUT).
-func openDB(base *mysqldriver.Config, extra map[string]string, ioTimeouts bool) (*sql.DB, error) {
+// pool describes one of a store's connection pools.
+type pool struct {
+	maxOpen, maxIdle int               // 0: unlimited open, none idle
+	params           map[string]string // session settings beyond sessionParams
+	// ioTimeouts keeps the DSN's readTimeout and writeTimeout; sessions
+	// that block in GET_LOCK for as long as a Wait lasts drop them.
+	ioTimeouts bool
+}
+
+// openDB returns a connection pool for cfg with the session settings,
+// dialing through tcpdial (keepalive and TCP_USER_TIMEOUT). Its error is
+// the configuration's, the same for every pool of one cfg.
+func openDB(base *mysqldriver.Config, p pool) (*sql.DB, error) {
 	cfg := base.Clone()
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -62,22 +73,21 @@ func openDB(base *mysqldriver.Config, extra map[string]string, ioTimeouts bool) 
 	cfg.CheckConnLiveness = true
 	cfg.Logger = &mysqldriver.NopLogger{}
 	cfg.DialFunc = tcpdial.New().DialContext
-	if !ioTimeouts {
-		// Wake-up sessions block in GET_LOCK for as long as a Wait lasts.
+	if !p.ioTimeouts {
 		cfg.ReadTimeout, cfg.WriteTimeout = 0, 0
 	}
 	cfg.Params = map[string]string{}
-	for k, v := range sessionParams {
-		cfg.Params[k] = v
-	}
-	for k, v := range extra {
-		cfg.Params[k] = v
-	}
+	maps.Copy(cfg.Params, sessionParams)
+	maps.Copy(cfg.Params, p.params)
 	conn, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("DSN: %w", err)
 	}
-	return sql.OpenDB(initConnector{conn}), nil
+	db := sql.OpenDB(initConnector{conn})
+	db.SetMaxOpenConns(p.maxOpen)
+	db.SetMaxIdleConns(p.maxIdle)
+	db.SetConnMaxIdleTime(connMaxIdle)
+	return db, nil
 }
 
 // initConnector runs sessionInit on every connection it opens.

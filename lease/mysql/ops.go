@@ -246,14 +246,20 @@ func (s *Store) changeHeld(ctx context.Context, name, holder string, token int64
 		", l.version = l.version + 1, g.version = g.version + 1 " +
 		"WHERE l.name = ? AND l.holder = ? AND l.token = ? AND NOT l.released AND l.expires_at > UTC_TIMESTAMP(6)"
 	all := append(append([]any{groupOf(name)}, args...), name, holder, token)
-	n, err := affected(s.auto().exec(ctx, q, all...))
-	switch {
-	case err != nil:
-		return err
-	case n == 0:
-		return lease.ErrLost
+	for attempt := 1; ; attempt++ {
+		n, err := affected(s.auto().exec(ctx, q, all...))
+		switch {
+		case serverError(err, erLockDeadlock) && attempt < txAttempts:
+			// It may lock the group's row before the lease's, the
+			// order grants take them in reverse; InnoDB rolled it back.
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return lease.ErrLost
+		}
+		return nil
 	}
-	return nil
 }
 
 // Annotate sets the row's location if holder holds name with token and it

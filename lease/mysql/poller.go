@@ -78,9 +78,13 @@ func (p *poller) unsubscribe(sub *subscription) {
 	delete(p.subs, sub)
 }
 
+// absent is the version of a row that does not exist. (A row an older
+// version wrote before the column existed has version 0.)
+const absent = -1
+
 // arm makes the poller wake sub once its key's version differs from
-// version (0: the row is absent), checking after first and then every
-// interval.
+// version (absent: the row does not exist), checking after first and then
+// every interval.
 func (p *poller) arm(sub *subscription, version int64, first, every time.Duration) {
 	p.mu.Lock()
 	sub.armed, sub.version, sub.every, sub.next = true, version, every, time.Now().Add(first)
@@ -165,7 +169,11 @@ func (p *poller) poll(ctx context.Context, due []*subscription) {
 		if _, ok := p.subs[sub]; !ok || !sub.armed {
 			continue
 		}
-		if err == nil && versions[subscriptionKey{sub.group, sub.key}] != sub.version {
+		v, ok := versions[subscriptionKey{sub.group, sub.key}]
+		if !ok {
+			v = absent
+		}
+		if err == nil && v != sub.version {
 			sub.armed = false
 			select {
 			case sub.wake <- struct{}{}:

@@ -239,7 +239,7 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	if st.current() {
 		return nil
 	}
-	key := schemaLockKey(s.cfg.DBName)
+	key := schemaLockKey(s.dbName)
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 30)", key).Scan(&got); err != nil {
 		return err

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	mysqldriver "github.com/go-sql-driver/mysql"
-
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -33,7 +31,7 @@ func init() {
 type Store struct {
 	describe string
 	secrets  []string // scrubbed from every error's text
-	cfg      *mysqldriver.Config
+	dbName   string   // the DSN's database
 
 	db     *sql.DB // statements
 	waitDB *sql.DB // sessions that block in GET_LOCK for a Wait
@@ -84,33 +82,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	fail := func(err error) (*Store, error) {
 		return nil, wrapError("open mysql store "+d.describe, err, d.secrets)
 	}
-	db, err := openDB(d.cfg, nil, true)
+	// Statements; the holder's lock session, which must end on the server
+	// when the locker closes it (no idle pool); sessions blocked in
+	// GET_LOCK.
+	db, err := openDB(d.cfg, pool{maxOpen: maxConns, maxIdle: maxConns, ioTimeouts: true})
 	if err != nil {
 		return fail(refused(err))
 	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxIdleTime(connMaxIdle)
-	lockDB, err := openDB(d.cfg, lockSessionParams, false)
-	if err != nil {
-		db.Close()
-		return fail(refused(err))
-	}
-	lockDB.SetMaxIdleConns(0) // a session closed by the locker ends on the server
-	waitDB, err := openDB(d.cfg, nil, false)
-	if err != nil {
-		db.Close()
-		lockDB.Close()
-		return fail(refused(err))
-	}
-	waitDB.SetMaxOpenConns(maxLockWaiters)
-	waitDB.SetMaxIdleConns(maxLockWaiters)
-	waitDB.SetConnMaxIdleTime(connMaxIdle)
-
+	lockDB, _ := openDB(d.cfg, pool{params: lockSessionParams})
+	waitDB, _ := openDB(d.cfg, pool{maxOpen: maxLockWaiters, maxIdle: maxLockWaiters})
 	s := &Store{
 		describe:  d.describe,
 		secrets:   d.secrets,
-		cfg:       d.cfg,
+		dbName:    d.cfg.DBName,
 		db:        db,
 		waitDB:    waitDB,
 		locks:     newLocker(lockDB, d.cfg.DBName),

@@ -33,14 +33,14 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 	return s.waitFor(ctx, false, name, timeout, func(ctx context.Context) (bool, int64, string, error) {
 		cur, version, err := s.readLease(ctx, name)
 		if errors.Is(err, lease.ErrNotFound) {
-			cur, version, err = lease.Record{}, 0, nil
+			cur, version, err = lease.Record{}, absent, nil
 		}
 		if err != nil || !lease.SameTenure(cur, seen) {
 			return err == nil, version, "", err
 		}
 		lock := ""
 		if cur.Held() {
-			lock = tenureLock(s.cfg.DBName, name, cur.Token)
+			lock = tenureLock(s.dbName, name, cur.Token)
 		}
 		return false, version, lock, nil
 	})
@@ -57,7 +57,7 @@ func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, t
 		}
 		cur, version, err := readGroup(ctx, s.auto(), group)
 		if errors.Is(err, lease.ErrNotFound) {
-			cur, version, err = lease.Group{}, 0, nil
+			cur, version, err = lease.Group{}, absent, nil
 		}
 		return err == nil && !lease.SameGroup(cur, seen), version, "", err
 	})
