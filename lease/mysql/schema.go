@@ -177,10 +177,10 @@ func SchemaSQL() string {
 
 // schemaState is what exists of leaderrun's objects in the database.
 type schemaState struct {
-	columns map[string][]string // table → its columns
-	engines map[string]string   // table → its storage engine
-	fence   string              // the fence procedure's comment; "" when absent
-	hasFnc  bool
+	columns      map[string][]string // table → its columns
+	engines      map[string]string   // table → its storage engine
+	hasFence     bool                // the fence procedure exists
+	fenceComment string              // its comment, which names its version
 }
 
 // current reports whether every object exists as this version needs it.
@@ -192,13 +192,18 @@ func (st schemaState) current() bool {
 			}
 		}
 	}
-	return st.hasFnc && st.fence == fenceVersion
+	return st.hasFence && st.fenceComment == fenceVersion
 }
 
 // foreign returns an error for a table of one of leaderrun's names that
 // leaderrun did not create: it lacks an identifying column or is not
-// InnoDB. Such a table is never altered.
+// InnoDB; and for a procedure of fence's name that no version of leaderrun
+// created. Such objects are never altered.
 func (st schemaState) foreign() error {
+	if st.hasFence && !strings.HasPrefix(st.fenceComment, "leaderrun fence ") {
+		return fmt.Errorf("procedure %s exists but is not leaderrun's; leaderrun will not replace it: "+
+			"drop or rename it, or use another database", fenceProcedure)
+	}
 	for _, t := range tables {
 		cols, ok := st.columns[t.name]
 		if !ok {
@@ -277,7 +282,7 @@ func upgradeStatements(st schemaState) []string {
 			}
 		}
 	}
-	if !st.hasFnc || st.fence != fenceVersion {
+	if !st.hasFence || st.fenceComment != fenceVersion {
 		out = append(out, "DROP PROCEDURE IF EXISTS `"+fenceProcedure+"`", fenceSQL)
 	}
 	return out
@@ -313,13 +318,13 @@ WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME IN (`+in+`)`, names...)
 		return st, err
 	}
 	err = conn.QueryRowContext(ctx, `SELECT ROUTINE_COMMENT FROM information_schema.ROUTINES
-WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'`, fenceProcedure).Scan(&st.fence)
+WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'`, fenceProcedure).Scan(&st.fenceComment)
 	switch {
 	case err == sql.ErrNoRows:
 	case err != nil:
 		return st, err
 	default:
-		st.hasFnc = true
+		st.hasFence = true
 	}
 	return st, nil
 }
