@@ -66,7 +66,10 @@ func newLocker(db *sql.DB, dbName string) *locker {
 // take makes the lock of name's tenure token held, replacing the lock of
 // an earlier tenure of name. It reports nothing: a lock that could not be
 // taken leaves the tenure's waiters polling until the keeper retakes it.
-func (l *locker) take(ctx context.Context, name string, token int64) {
+// The locker's statements do not follow the callers' contexts: one
+// abandoned mid-statement would end the session and every lock on it.
+func (l *locker) take(name string, token int64) {
+	ctx := context.Background() // each statement has lockOpTimeout
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.started {
@@ -82,7 +85,8 @@ func (l *locker) take(ctx context.Context, name string, token int64) {
 }
 
 // drop releases the lock of name's tenure token, if held.
-func (l *locker) drop(ctx context.Context, name string, token int64) {
+func (l *locker) drop(name string, token int64) {
+	ctx := context.Background()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h, ok := l.held[name]; ok && h.token == token {
@@ -93,7 +97,8 @@ func (l *locker) drop(ctx context.Context, name string, token int64) {
 // pulse releases and retakes the lock of name's tenure token, waking its
 // waiters without ending the tenure (Annotate). The waiters release the
 // lock at once, so retaking it waits a few round trips.
-func (l *locker) pulse(ctx context.Context, name string, token int64) {
+func (l *locker) pulse(name string, token int64) {
+	ctx := context.Background()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.held[name]

@@ -153,13 +153,13 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead *lease.
 		}
 		rec = lease.Record{Name: name, Holder: holder, Token: token, Acquired: now, Renewed: now,
 			Expires: now.Add(ttl), Remaining: ttl}
-		s.locks.take(ctx, name, token)
+		s.locks.take(name, token)
 		return nil
 	})
 	switch {
 	case err != nil:
 		if rec.Token != 0 {
-			s.locks.drop(ctx, name, rec.Token)
+			s.locks.drop(name, rec.Token)
 		}
 		return lease.Record{}, s.wrap(op, err)
 	case refusal != nil:
@@ -226,7 +226,7 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 		return err
 	})
 	if errors.Is(err, lease.ErrLost) {
-		s.locks.drop(ctx, name, token)
+		s.locks.drop(name, token)
 	}
 	if err != nil {
 		return lease.Record{}, s.wrap(op, err)
@@ -274,9 +274,9 @@ func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, 
 	err := s.changeHeld(ctx, name, holder, token, "l.location = ?", where)
 	switch {
 	case err == nil:
-		s.locks.pulse(ctx, name, token)
+		s.locks.pulse(name, token)
 	case errors.Is(err, lease.ErrLost):
-		s.locks.drop(ctx, name, token)
+		s.locks.drop(name, token)
 	}
 	return s.wrap(op, err)
 }
@@ -288,7 +288,7 @@ func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, 
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
 	err := s.changeHeld(ctx, name, holder, token, "l.released = TRUE")
 	if err == nil || errors.Is(err, lease.ErrLost) {
-		s.locks.drop(ctx, name, token)
+		s.locks.drop(name, token)
 	}
 	return s.wrap(fmt.Sprintf("release lease %q", name), err)
 }
