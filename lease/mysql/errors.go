@@ -21,7 +21,6 @@ const (
 	erTableAccessDenied   = 1142 // command denied on a table
 	erColumnAccessDenied  = 1143
 	erUnknownSystemVar    = 1193
-	erLockWaitTimeout     = 1205
 	erLockDeadlock        = 1213
 	erSpecificAccess      = 1227 // needs a privilege such as SUPER
 	erNotSupportedAuth    = 1251
