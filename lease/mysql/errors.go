@@ -1,0 +1,143 @@
+package mysql
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+
+	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// Server error numbers the store branches on.
+const (
+	erDBAccessDenied      = 1044 // no privilege on the database
+	erAccessDenied        = 1045 // login refused
+	erBadDB               = 1049 // unknown database
+	erDupEntry            = 1062 // duplicate key
+	erTableAccessDenied   = 1142 // command denied on a table
+	erColumnAccessDenied  = 1143
+	erUnknownSystemVar    = 1193
+	erLockDeadlock        = 1213
+	erSpecificAccess      = 1227 // needs a privilege such as SUPER
+	erNotSupportedAuth    = 1251
+	erOptionPrevents      = 1290 // --read-only, --super-read-only
+	erProcAccessDenied    = 1370 // EXECUTE or ALTER ROUTINE denied
+	erPluginNotLoaded     = 1524
+	erBinlogIsolation     = 1665 // binlog_format=STATEMENT with READ COMMITTED
+	erAccessDeniedNoPass  = 1698
+	erReadOnlyTransaction = 1792
+	erReadOnlyMode        = 1836
+	erSecureTransport     = 3159 // require_secure_transport
+)
+
+// permanent reports whether no retry can fix err: a refused login, an
+// unknown database, a missing privilege, a read-only server, a session
+// setting the server rejects, or a TLS or authentication method the two
+// sides cannot agree on. A connection that was refused, timed out or could
+// not resolve its host is not permanent: the server may come back.
+func permanent(err error) bool {
+	var myErr *driver.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case erDBAccessDenied, erAccessDenied, erBadDB, erTableAccessDenied, erColumnAccessDenied,
+			erUnknownSystemVar, erSpecificAccess, erNotSupportedAuth, erOptionPrevents, erProcAccessDenied,
+			erPluginNotLoaded, erBinlogIsolation, erAccessDeniedNoPass, erReadOnlyTransaction,
+			erReadOnlyMode, erSecureTransport:
+			return true
+		}
+		return false
+	}
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		certInvalid      x509.CertificateInvalidError
+		verify           *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.Is(err, driver.ErrNoTLS), errors.Is(err, driver.ErrCleartextPassword),
+		errors.Is(err, driver.ErrNativePassword), errors.Is(err, driver.ErrOldPassword),
+		errors.Is(err, driver.ErrUnknownPlugin), errors.Is(err, driver.ErrOldProtocol):
+		return true
+	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &certInvalid),
+		errors.As(err, &verify):
+		return true
+	}
+	return false
+}
+
+// serverError reports whether err is an error number the server sent.
+func serverError(err error, numbers ...uint16) bool {
+	var myErr *driver.MySQLError
+	if !errors.As(err, &myErr) {
+		return false
+	}
+	for _, n := range numbers {
+		if myErr.Number == n {
+			return true
+		}
+	}
+	return false
+}
+
+// storeError is an error whose text had passwords scrubbed from it. It
+// unwraps to the original error (and to lease.ErrRefused when permanent).
+type storeError struct {
+	msg   string
+	cause []error
+}
+
+func (e *storeError) Error() string   { return e.msg }
+func (e *storeError) Unwrap() []error { return e.cause }
+
+// wrapError adds op as context to err, marks it lease.ErrRefused when no
+// retry can fix it, and scrubs secrets from its text. Sentinels the caller
+// branches on (lease.ErrLost, lease.ErrNotFound, lease.ErrClosed,
+// *lease.HeldError) and nil pass through unchanged.
+func wrapError(op string, err error, secrets []string) error {
+	var held *lease.HeldError
+	if err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) ||
+		errors.Is(err, lease.ErrClosed) || errors.As(err, &held) {
+		return err
+	}
+	msg := fmt.Sprintf("%s: %v", op, err)
+	cause := []error{err}
+	if permanent(err) || errors.Is(err, lease.ErrRefused) {
+		if hint := hintFor(err); hint != "" {
+			msg += " (" + hint + ")"
+		}
+		if !errors.Is(err, lease.ErrRefused) {
+			msg += ": " + lease.ErrRefused.Error()
+			cause = append(cause, lease.ErrRefused)
+		}
+	}
+	return &storeError{msg: scrub(oneLine(msg), secrets), cause: cause}
+}
+
+// hintFor says what to do about a permanent error, where the server's
+// message does not.
+func hintFor(err error) string {
+	var myErr *driver.MySQLError
+	switch {
+	case errors.Is(err, driver.ErrNoTLS):
+		return "the server does not offer TLS; drop tls=true or enable TLS on the server"
+	case !errors.As(err, &myErr):
+		return ""
+	}
+	switch myErr.Number {
+	case erDBAccessDenied, erTableAccessDenied, erColumnAccessDenied, erProcAccessDenied, erSpecificAccess:
+		return "the user needs the privileges listed in the lease/mysql documentation, or an administrator creates the tables ahead of time with mysql.SchemaSQL"
+	case erOptionPrevents, erReadOnlyTransaction, erReadOnlyMode:
+		return "the server or session is read-only; point the DSN at the primary"
+	case erBinlogIsolation:
+		return "leaderrun's sessions use READ COMMITTED, which binlog_format=STATEMENT cannot log; use ROW or MIXED"
+	}
+	return ""
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,431 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// wakeLimit is how soon a waiter must wake when a lock wakes it: far less
+// than the poll interval of a waiter on the lock path.
+const wakeLimit = time.Second
+
+// startWait runs s.Wait from seen in the background and reports when it
+// returns.
+func startWait(t *testing.T, s *Store, name string, seen lease.Record, timeout time.Duration) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Wait(testCtx(t), name, seen, timeout) }()
+	return done
+}
+
+// wantWoken fails unless Wait returns nil within limit, and returns how
+// long it took.
+func wantWoken(t *testing.T, done <-chan error, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		return time.Since(start)
+	case <-time.After(limit):
+		t.Fatalf("waiter not woken within %v", limit)
+	}
+	return 0
+}
+
+// blockedSessions returns the connection ids of s's sessions that the
+// server shows blocked in GET_LOCK.
+func blockedSessions(t *testing.T, s *Store, db *sql.DB) []int64 {
+	t.Helper()
+	s.mu.Lock()
+	var ids []int64
+	for lw := range s.waits {
+		if id := lw.connID.Load(); id != 0 {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	var blocked []int64
+	for _, id := range ids {
+		var n int
+		if err := db.QueryRowContext(testCtx(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE LIKE '%ser lock%'", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			blocked = append(blocked, id)
+		}
+	}
+	return blocked
+}
+
+// waitBlocked waits until n of s's sessions are blocked in GET_LOCK.
+func waitBlocked(t *testing.T, s *Store, db *sql.DB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(blockedSessions(t, s, db)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions not blocked in GET_LOCK after 10s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lockHolder is the session that holds a tenure's wake-up lock, 0 for none.
+func lockHolder(t *testing.T, db *sql.DB, dbName, name string, token int64) int64 {
+	t.Helper()
+	var id sql.NullInt64
+	if err := db.QueryRowContext(testCtx(t), "SELECT IS_USED_LOCK(?)", tenureLock(dbName, name, token)).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id.Int64
+}
+
+// percentile is the p-th percentile (0 < p ≤ 1) of sorted d.
+func percentile(d []time.Duration, p float64) time.Duration {
+	return d[int(math.Ceil(p*float64(len(d))))-1]
+}
+
+func TestLockFollowsTenure(t *testing.T) {
+	dsn, dbName := newDatabase(t)
+	s := openStore(t, dsn)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	rec, err := s.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lockHolder(t, db, dbName, "n", rec.Token), s.locks.sessionID(); got != want || got == 0 {
+		t.Errorf("after Acquire, the tenure's lock is held by session %d, want the store's lock session %d", got, want)
+	}
+	if err := s.Release(ctx, "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := lockHolder(t, db, dbName, "n", rec.Token); got != 0 {
+		t.Errorf("after Release, the tenure's lock is held by session %d, want free", got)
+	}
+
+	// A tenure that ends without a release (expired, taken by another)
+	// gives its lock up on the renewal that finds it lost.
+	short, err := s.Acquire(ctx, "n", "a", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(short.Remaining + 50*time.Millisecond)
+	if _, err := openStore(t, dsn).Acquire(ctx, "n", "b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Renew(ctx, "n", "a", short.Token, time.Minute); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after a takeover = %v, want ErrLost", err)
+	}
+	if got := lockHolder(t, db, dbName, "n", short.Token); got != 0 {
+		t.Errorf("after the lost Renew, the old tenure's lock is held by session %d, want free", got)
+	}
+}
+
+// campaign acquires name for holder the way the election loop does: on
+// *lease.HeldError it waits for the known expiry or a change, then tries
+// again. It reports the acquired record, how many acquires it sent, and
+// when its last Wait returned.
+func campaign(ctx context.Context, s *Store, name, holder string, ttl time.Duration) <-chan campaignResult {
+	won := make(chan campaignResult, 1)
+	go func() {
+		var woke time.Time
+		for attempts := 1; ctx.Err() == nil; attempts++ {
+			rec, err := s.Acquire(ctx, name, holder, ttl)
+			if err == nil {
+				won <- campaignResult{rec, attempts, woke}
+				return
+			}
+			wait, seen := 100*time.Millisecond, lease.Record{}
+			var held *lease.HeldError
+			if errors.As(err, &held) {
+				wait, seen = held.Record.Remaining, held.Record
+			}
+			s.Wait(ctx, name, seen, wait)
+			woke = time.Now()
+		}
+	}()
+	return won
+}
+
+type campaignResult struct {
+	rec      lease.Record
+	attempts int
+	woke     time.Time
+}
+
+// TestHandOffLatency measures, over 25 hand-offs, release → the waiting
+// follower's Wait returned and release → its successful acquire. The
+// follower waits on a lease with a minute left, blocked in GET_LOCK, so
+// only the release's wake-up lock can wake it in time.
+func TestHandOffLatency(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	const runs = 25
+	var wakes, lags []time.Duration
+	for range runs {
+		rec, err := leader.Acquire(ctx, "relay", "leader", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		won := campaign(ctx, follower, "relay", "follower", time.Minute)
+		waitBlocked(t, follower, db, 1)
+		released := time.Now()
+		if err := leader.Release(ctx, "relay", "leader", rec.Token); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-won:
+			lags = append(lags, time.Since(released))
+			wakes = append(wakes, got.woke.Sub(released))
+			if got.attempts > 2 {
+				t.Errorf("follower sent %d acquires for one hand-off, want 2 (refused, then granted)", got.attempts)
+			}
+			if err := follower.Release(ctx, "relay", "follower", got.rec.Token); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(wakeLimit):
+			t.Fatalf("follower did not acquire within %v of the release (the lease had a minute left)", wakeLimit)
+		}
+	}
+	slices.Sort(wakes)
+	slices.Sort(lags)
+	t.Logf("%d hand-offs: release → waiter woken p50 %v, p99 %v; release → follower acquired p50 %v, p99 %v",
+		runs, percentile(wakes, 0.5), percentile(wakes, 0.99), percentile(lags, 0.5), percentile(lags, 0.99))
+}
+
+// TestKilledHolderSessionWakesWaiter kills the holder's lock session
+// (KILL CONNECTION, as when its process dies) while a follower waits on
+// the tenure with half a minute to go: the server frees the lock, which
+// wakes the follower at once. 20 runs; the holder's store opens a new lock
+// session for its next tenure.
+func TestKilledHolderSessionWakesWaiter(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	const runs = 20
+	var wakes []time.Duration
+	for range runs {
+		rec, err := leader.Acquire(ctx, "relay", "leader", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := startWait(t, follower, "relay", rec, 30*time.Second)
+		waitBlocked(t, follower, db, 1)
+		killed := time.Now()
+		exec(t, db, fmt.Sprintf("KILL CONNECTION %d", leader.locks.sessionID()))
+		wantWoken(t, done, wakeLimit)
+		wakes = append(wakes, time.Since(killed))
+		if err := leader.Release(ctx, "relay", "leader", rec.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(wakes)
+	t.Logf("%d kills of the holder's lock session: kill → waiter woken p50 %v, p99 %v",
+		runs, percentile(wakes, 0.5), percentile(wakes, 0.99))
+}
+
+// TestCrashedHolderIsSucceededAtExpiry closes the holder's store without a
+// release, as when its process dies: the follower wakes, finds the lease
+// still unexpired, sleeps until its expiry without spinning, and takes it
+// over then.
+func TestCrashedHolderIsSucceededAtExpiry(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	ctx := testCtx(t)
+	const ttl = 2 * time.Second
+	rec, err := leader.Acquire(ctx, "relay", "leader", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	won := campaign(ctx, follower, "relay", "follower", time.Minute)
+	waitBlocked(t, follower, admin(t, dsn), 1)
+	crashed := time.Now()
+	leader.Close()
+	before := follower.Statements()
+	select {
+	case got := <-won:
+		took := time.Since(crashed)
+		left := rec.Remaining - crashed.Sub(granted)
+		t.Logf("holder crashed with about %v left on its lease; follower acquired %v after the crash, with %d acquires and %d statements",
+			left.Round(time.Millisecond), took.Round(time.Millisecond), got.attempts, follower.Statements()-before)
+		if got.attempts > 4 {
+			t.Errorf("follower sent %d acquires, want at most 4 (it sleeps until the expiry)", got.attempts)
+		}
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatal("follower did not take over after the expiry")
+	}
+}
+
+func TestRenewDoesNotWakeWaiter(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	ctx := testCtx(t)
+	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 1500 * time.Millisecond
+	start := time.Now()
+	done := startWait(t, follower, "n", rec, timeout)
+	waitBlocked(t, follower, admin(t, dsn), 1)
+	for range 3 {
+		if _, err := leader.Renew(ctx, "n", "a", rec.Token, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantWoken(t, done, 10*time.Second)
+	if got := time.Since(start); got < timeout-50*time.Millisecond {
+		t.Errorf("Wait returned after %v with only renewals, want the full %v", got, timeout)
+	}
+}
+
+// TestStepDownReachesLockWaiter: a step-down request changes nothing the
+// wake-up lock signals; the version poll wakes the waiter within its
+// interval.
+func TestStepDownReachesLockWaiter(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	ctx := testCtx(t)
+	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startWait(t, follower, "n", rec, 30*time.Second)
+	waitBlocked(t, follower, admin(t, dsn), 1)
+	if _, err := leader.RequestStepDown(ctx, "n", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	took := wantWoken(t, done, lockPollInterval+time.Second)
+	t.Logf("waiter blocked on the lock learned of the step-down request after %v", took)
+}
+
+// TestWaitsBeyondLockSessionsPoll fills every wake-up session of the
+// follower's store; one more Wait polls, and still sees a release in time.
+func TestWaitsBeyondLockSessionsPoll(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	for i := range maxLockWaiters {
+		name := fmt.Sprintf("other-%d", i)
+		rec, err := leader.Acquire(ctx, name, "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		startWait(t, follower, name, rec, 30*time.Second)
+	}
+	waitBlocked(t, follower, db, maxLockWaiters)
+	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startWait(t, follower, "n", rec, 30*time.Second)
+	time.Sleep(100 * time.Millisecond) // let it start; it cannot block in GET_LOCK
+	if got := len(blockedSessions(t, follower, db)); got != maxLockWaiters {
+		t.Errorf("%d sessions blocked in GET_LOCK, want the cap %d", got, maxLockWaiters)
+	}
+	released := time.Now()
+	if err := leader.Release(ctx, "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, done, pollInterval+wakeLimit)
+	t.Logf("a Wait beyond the %d wake-up sessions woke %v after the release", maxLockWaiters, time.Since(released))
+}
+
+// TestBrokenHolderSessionDoesNotSpin: with the holder's lock session gone
+// (and not yet replaced), the tenure's lock is free; a waiter must neither
+// spin on it nor miss the release.
+func TestBrokenHolderSessionDoesNotSpin(t *testing.T) {
+	dsn, dbName := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, fmt.Sprintf("KILL CONNECTION %d", leader.locks.sessionID()))
+	for lockHolder(t, db, dbName, "n", rec.Token) != 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	const timeout = time.Second
+	before := follower.Statements()
+	start := time.Now()
+	if err := follower.Wait(ctx, "n", rec, timeout); err != nil {
+		t.Fatal(err)
+	}
+	took, statements := time.Since(start), follower.Statements()-before
+	if took < timeout-50*time.Millisecond {
+		t.Errorf("Wait on a tenure whose lock is free returned after %v, want the full %v", took, timeout)
+	}
+	if max := int64(2 * timeout / pollInterval); statements > max {
+		t.Errorf("Wait sent %d statements in %v, want at most %d (a poll every %v)", statements, took, max, pollInterval)
+	}
+	t.Logf("Wait on a tenure with a free lock: %d statements in %v", statements, took)
+
+	done := startWait(t, follower, "n", rec, 30*time.Second)
+	time.Sleep(50 * time.Millisecond)
+	released := time.Now()
+	if err := leader.Release(ctx, "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, done, pollInterval+wakeLimit)
+	t.Logf("the release reached the polling waiter after %v", time.Since(released))
+}
+
+// TestCloseEndsBlockedSession: Close ends a Wait blocked in GET_LOCK with
+// lease.ErrClosed, and its session's GET_LOCK on the server too.
+func TestCloseEndsBlockedSession(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader := openStore(t, dsn)
+	follower, err := Open(testCtx(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := admin(t, dsn)
+	rec, err := leader.Acquire(testCtx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startWait(t, follower, "n", rec, time.Minute)
+	waitBlocked(t, follower, db, 1)
+	ids := blockedSessions(t, follower, db)
+	follower.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, lease.ErrClosed) {
+			t.Errorf("Wait ended by Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(wakeLimit):
+		t.Fatal("Close did not end the Wait")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRowContext(testCtx(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE LIKE '%ser lock%'", ids[0]).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d still blocked in GET_LOCK 5s after Close", ids[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
