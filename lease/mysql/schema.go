@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // FenceSQLState is the SQLSTATE that the fence procedure signals when the
@@ -228,7 +230,10 @@ func (st schemaState) foreign() error {
 // it takes a named lock (GET_LOCK, server-wide, keyed by the database) so
 // that replicas starting at once create everything exactly once, reads
 // again, and creates what is still missing.
-func (s *Store) ensureSchema(ctx context.Context) error {
+//
+// With existing it creates nothing: a schema that is not current is
+// lease.ErrNoStore.
+func (s *Store) ensureSchema(ctx context.Context, existing bool) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -243,6 +248,9 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	}
 	if st.current() {
 		return nil
+	}
+	if existing {
+		return fmt.Errorf("database %s has no leaderrun tables (or those of an older version): %w", s.dbName, lease.ErrNoStore)
 	}
 	key := schemaLockKey(s.dbName)
 	var got sql.NullInt64

@@ -13,8 +13,8 @@ import (
 )
 
 func init() {
-	open := func(ctx context.Context, dsn string) (lease.Store, error) {
-		s, err := Open(ctx, dsn)
+	open := func(ctx context.Context, dsn string, opts lease.OpenOptions) (lease.Store, error) {
+		s, err := open(ctx, dsn, opts.Existing)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +74,11 @@ var _ lease.Store = (*Store)(nil)
 // privilege and a read-only server are errors that wrap lease.ErrRefused;
 // an unreachable server is a plain error, which a retry may fix. No error
 // contains the password.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string) (*Store, error) { return open(ctx, dsn, false) }
+
+// open is Open; with existing, it creates nothing and fails with
+// lease.ErrNoStore when leaderrun's tables are missing.
+func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 	d, err := parseDSN(dsn)
 	if err != nil {
 		return nil, refused(fmt.Errorf("open mysql store %s: %w", redact(dsn), err))
@@ -104,7 +108,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	s.life, s.stopLife = context.WithCancel(context.Background())
 	s.poller = newPoller(s)
-	if err := s.ensureSchema(ctx); err != nil {
+	if err := s.ensureSchema(ctx, existing); err != nil {
 		s.Close()
 		return fail(err)
 	}

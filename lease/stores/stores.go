@@ -4,6 +4,7 @@
 package stores
 
 import (
+	_ "github.com/leaderrun/leaderrun/lease/mysql"    // mysql://, mariadb://
 	_ "github.com/leaderrun/leaderrun/lease/postgres" // postgres://, postgresql://
 	_ "github.com/leaderrun/leaderrun/lease/redis"    // redis://, rediss://
 	_ "github.com/leaderrun/leaderrun/lease/sqlite"   // sqlite:, file:
