@@ -95,9 +95,44 @@ type memberID struct {
 // is attached to, so that a renewal needs no read to find it. What it
 // remembers is only ever used together with a read that confirms it.
 type leases struct {
-	mu      sync.Mutex // guards the maps
+	mu      sync.Mutex // guards the fields below
 	tenures map[tenureID]leaseRef
 	members map[memberID]leaseRef
+	// spare is a lease an Acquire got and did not use (it was refused),
+	// kept for the next Acquire: renewing it takes no raft write, granting
+	// one does. nil when there is none.
+	spare *leaseRef
+}
+
+// takeSpare returns the spare lease if it was asked with secs, and forgets
+// it.
+func (l *leases) takeSpare(secs int64) (leaseRef, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spare == nil || l.spare.asked != secs {
+		return leaseRef{}, false
+	}
+	ref := *l.spare
+	l.spare = nil
+	return ref, true
+}
+
+// dropSpare forgets the spare lease and returns it, if any.
+func (l *leases) dropSpare() *leaseRef {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	spare := l.spare
+	l.spare = nil
+	return spare
+}
+
+// putSpare keeps ref as the spare lease and returns the one it replaces,
+// if any, for the caller to revoke.
+func (l *leases) putSpare(ref leaseRef) (old *leaseRef) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old, l.spare = l.spare, &ref
+	return old
 }
 
 func (l *leases) tenure(name string, token int64) (leaseRef, bool) {

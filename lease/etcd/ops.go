@@ -51,14 +51,30 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 	}
 	k := s.keysOf(name)
 	secs := ttlSeconds(ttl)
-	var granted *leaseRef // granted by this call and not yet attached
+	// owned is a lease this call got for the grant and no tenure uses
+	// yet; left unused, it becomes the store's spare.
+	var owned *leaseRef
 	defer func() {
-		if granted != nil {
-			s.revoke(granted.id)
+		if owned != nil {
+			if old := s.leases.putSpare(*owned); old != nil {
+				s.revoke(old.id)
+			}
 		}
 	}()
 	for range maxAttempts {
+		// Get the lease while reading, so that a grant costs no extra
+		// round trip; a refusal keeps it as the spare.
+		leased := make(chan leaseResult, 1)
+		if owned != nil {
+			leased <- leaseResult{ref: *owned}
+		} else {
+			go func() { leased <- s.leaseFor(ctx, name, holder, secs) }()
+		}
 		st, _, err := s.readName(ctx, k, true)
+		lr := <-leased
+		if lr.owned {
+			owned = &lr.ref
+		}
 		if err != nil {
 			return lease.Record{}, err
 		}
@@ -66,13 +82,10 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 		if !free(st, holder, dead, now) {
 			return lease.Record{}, s.refuse(ctx, k, st, holder, dead, ttl, now)
 		}
-		ref, fresh, err := s.leaseFor(ctx, name, holder, secs, granted)
-		if err != nil {
-			return lease.Record{}, err
+		if lr.err != nil {
+			return lease.Record{}, lr.err
 		}
-		if fresh {
-			granted = &ref
-		}
+		ref := lr.ref
 		rec := recordValue{Holder: holder, Token: max(st.rec.Token+1, now.UnixMilli()), AcquiredMs: now.UnixMilli()}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(k.record), "=", st.recRev),
@@ -90,14 +103,14 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			// The outcome is unknown: the grant may hold the name, so the
-			// lease must not be revoked; it expires unrenewed.
-			granted = nil
+			// lease is nobody's spare; it expires unrenewed.
+			owned = nil
 			return lease.Record{}, err
 		}
 		if !resp.Succeeded {
 			continue
 		}
-		granted = nil
+		owned = nil
 		s.leases.setTenure(name, rec.Token, ref)
 		st = nameState{found: true, rec: rec, recRev: resp.Header.Revision,
 			leaseKV: &mvccpb.KeyValue{Key: []byte(k.lease), Value: []byte(tenureValue(rec.Token, holder)), Lease: int64(ref.id)}}
@@ -117,30 +130,45 @@ func free(st nameState, holder string, dead *lease.Record, now time.Time) bool {
 	return blocks <= 0
 }
 
+// leaseResult is the lease a grant attaches to; owned reports one that
+// this call got for itself (not a member's shared lease).
+type leaseResult struct {
+	ref   leaseRef
+	owned bool
+	err   error
+}
+
 // leaseFor returns the etcd lease a grant of name to holder attaches to,
-// renewed or granted after the call started, so that it has at least secs
-// seconds left: the lease of holder as a member of name's group, when this
-// handle has one of that TTL, renewed now; else granted (or reused from an
-// earlier attempt of the same call); fresh reports a new grant.
-func (s *Store) leaseFor(ctx context.Context, name, holder string, secs int64, granted *leaseRef) (ref leaseRef, fresh bool, err error) {
-	if granted != nil {
-		return *granted, false, nil
-	}
+// renewed or granted now, after the call started, so that it has at least
+// secs seconds left: holder's lease as a member of name's group, when this
+// handle has one asked with secs; else the store's spare lease, when etcd
+// still has it; else a new one.
+func (s *Store) leaseFor(ctx context.Context, name, holder string, secs int64) leaseResult {
 	if group, _, ok := lease.SplitPartitionKey(name); ok {
 		if m, ok := s.leases.member(group, holder); ok && m.asked == secs {
 			ttl, err := s.keepAlive(ctx, m.id)
 			switch {
-			case err == nil && ttl == m.ttl:
-				return m, false, nil
+			case err == nil && ttl >= secs:
+				return leaseResult{ref: m}
 			case errors.Is(err, errLeaseGone):
 				s.leases.forgetMember(group, holder, m.id)
 			case err != nil:
-				return leaseRef{}, false, err
+				return leaseResult{err: err}
 			}
 		}
 	}
-	ref, err = s.grant(ctx, secs)
-	return ref, err == nil, err
+	if spare, ok := s.leases.takeSpare(secs); ok {
+		ttl, err := s.keepAlive(ctx, spare.id)
+		switch {
+		case err == nil && ttl >= secs:
+			return leaseResult{ref: spare, owned: true}
+		case err != nil && !errors.Is(err, errLeaseGone):
+			s.leases.putSpare(spare)
+			return leaseResult{err: err}
+		}
+	}
+	ref, err := s.grant(ctx, secs)
+	return leaseResult{ref: ref, owned: err == nil, err: err}
 }
 
 // refuse records holder as a candidate for name until now + 2×ttl, learns

@@ -51,9 +51,10 @@ type Store struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
-	// beforeWatch, when set (by tests), runs in Wait and WaitGroup after
-	// the read and before the watch that starts at the read's revision.
-	beforeWatch func()
+	// waiting, when set (by tests), runs in Wait and WaitGroup once etcd
+	// confirmed their watch and their read found no change: from then on
+	// only an event wakes them.
+	waiting func()
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -141,6 +142,9 @@ func (s *Store) Describe() string { return s.describe }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		if spare := s.leases.dropSpare(); spare != nil {
+			s.revoke(spare.id)
+		}
 		s.client.Close()
 	})
 	return nil

@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -10,40 +12,40 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// Wait implements lease.Store. It reads the name's keys once, returns at
-// once if the tenure differs from seen (lease.SameTenure) or is held where
-// seen was not or the other way round (it expired), and otherwise watches
-// the name's keys from the revision after that read, so that no change in
-// between is missed. Any change to them ends the wait: an acquisition, a
-// release, a step-down, Annotate, and the deletion of the lease key when
-// the tenure expires; renewals write nothing and do not wake it. When the
-// watch fails (etcd compacted the revision, the member lost its leader,
-// the connection broke), Wait reads again and watches from there.
+// Wait implements lease.Store. It watches the name's keys first and, once
+// etcd confirmed the watch, reads them once: it returns at once if the
+// tenure differs from seen (lease.SameTenure) or is held where seen was
+// not or the other way round (it expired). Otherwise the next change to
+// the keys ends the wait: an acquisition, a release, a step-down,
+// Annotate, and the deletion of the lease key when the tenure expires;
+// renewals write nothing and do not wake it (see changes). When the watch
+// fails (etcd compacted the revision it resumed from after a broken
+// connection, the member lost its leader), Wait watches and reads again.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	k := s.keysOf(name)
-	return s.waitFor(ctx, k.base, timeout, func(ctx context.Context) (int64, bool, error) {
-		st, rev, err := s.readName(ctx, k, false)
+	return s.waitFor(ctx, k.base, timeout, func(ctx context.Context) (bool, error) {
+		st, _, err := s.readName(ctx, k, false)
 		if err != nil {
-			return 0, false, err
+			return false, err
 		}
 		cur := st.view(name, time.Now(), justRenewed(1))
-		return rev, !lease.SameTenure(cur, seen) || cur.Held() != seen.Held(), nil
+		return !lease.SameTenure(cur, seen) || cur.Held() != seen.Held(), nil
 	})
 }
 
 // WaitGroup implements lease.Store as Wait does, for the group's keys: a
 // member that joins, leaves or expires, and a partition that changes hands
-// or expires, end it.
+// or expires, end it; a renewal round does not.
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, s.groupBase(group), timeout, func(ctx context.Context) (int64, bool, error) {
-		cur, rev, err := s.getGroup(ctx, group)
+	return s.waitFor(ctx, s.groupBase(group), timeout, func(ctx context.Context) (bool, error) {
+		cur, _, err := s.getGroup(ctx, group)
 		if errors.Is(err, lease.ErrNotFound) {
 			cur, err = lease.Group{}, nil
 		}
 		if err != nil {
-			return 0, false, err
+			return false, err
 		}
-		return rev, !lease.SameGroup(cur, seen) || !sameHeld(cur, seen), nil
+		return !lease.SameGroup(cur, seen) || !sameHeld(cur, seen), nil
 	})
 }
 
@@ -57,17 +59,17 @@ func sameHeld(a, b lease.Group) bool {
 	return true
 }
 
-// Backoff of Wait's reads while etcd cannot be read.
+// Backoff of Wait's attempts while etcd cannot be watched or read.
 const (
 	retryMin = 50 * time.Millisecond
 	retryMax = time.Second
 )
 
-// waitFor waits for a change under prefix. read returns the revision it
-// read at and whether the state differs from what the caller saw. It
-// returns nil on a change, a watch event or the timeout, ctx's error when
-// ctx ends and lease.ErrClosed when the store is closed.
-func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Duration, read func(context.Context) (int64, bool, error)) error {
+// waitFor waits for a change under prefix. changed reads the state and
+// reports whether it differs from what the caller saw. waitFor returns nil
+// on a change, a watch event or the timeout, parent's error when parent
+// ends and lease.ErrClosed when the store is closed.
+func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Duration, changed func(context.Context) (bool, error)) error {
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -75,61 +77,95 @@ func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Dura
 	defer cancel()
 	retry := retryMin
 	for {
-		rev, changed, err := read(ctx)
+		woke, err := s.watchAndRead(ctx, prefix, changed)
 		switch {
 		case s.open() != nil:
 			return lease.ErrClosed
 		case ctx.Err() != nil:
 			return ended(parent, ctx)
-		case changed:
-			return nil
-		case err != nil:
-			// etcd cannot be read now: try again, as a poll would.
-			select {
-			case <-time.After(retry):
-				retry = min(2*retry, retryMax)
-				continue
-			case <-ctx.Done():
-				return ended(parent, ctx)
-			case <-s.closed:
-				return lease.ErrClosed
-			}
-		}
-		retry = retryMin
-		if s.beforeWatch != nil {
-			s.beforeWatch()
-		}
-		woke, err := s.watch(parent, ctx, prefix, rev+1)
-		switch {
-		case err != nil:
-			return err
 		case woke:
 			return nil
+		case err == nil:
+			retry = retryMin // the watch failed after it worked: at once
+			continue
+		}
+		// etcd cannot be watched or read now: try again, as a poll would.
+		select {
+		case <-time.After(retry):
+			retry = min(2*retry, retryMax)
+		case <-ctx.Done():
+			return ended(parent, ctx)
+		case <-s.closed:
+			return lease.ErrClosed
 		}
 	}
 }
 
-// watch watches prefix from rev until an event (true), the watch failed
-// (false: read again), or ctx ended or the store closed (an error).
-func (s *Store) watch(parent, ctx context.Context, prefix string, rev int64) (bool, error) {
+// watchAndRead watches prefix from now, waits until etcd confirmed the
+// watch, then calls changed, and waits for an event. It returns true on a
+// change or an event; false and nil when the watch failed after it was in
+// place (read again); false and an error when it could not be set up or
+// read; and false and nil when ctx ended or the store closed (the caller
+// tells which).
+func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(context.Context) (bool, error)) (bool, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	events := s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
+	events := s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	select {
+	case resp, ok := <-events:
+		if !ok || resp.Err() != nil || resp.Canceled || !resp.Created {
+			return false, errWatch(resp, ok)
+		}
+	case <-ctx.Done():
+		return false, nil
+	case <-s.closed:
+		return false, nil
+	}
+	moved, err := changed(ctx)
+	if moved || err != nil {
+		return moved, err
+	}
+	if s.waiting != nil {
+		s.waiting()
+	}
 	for {
 		select {
 		case resp, ok := <-events:
 			switch {
 			case !ok || resp.Err() != nil || resp.Canceled:
 				return false, nil
-			case len(resp.Events) > 0:
+			case slices.ContainsFunc(resp.Events, func(ev *clientv3.Event) bool { return changes(prefix, ev) }):
 				return true, nil
 			}
 		case <-ctx.Done():
-			return false, ended(parent, ctx)
+			return false, nil
 		case <-s.closed:
-			return false, lease.ErrClosed
+			return false, nil
 		}
 	}
+}
+
+func errWatch(resp clientv3.WatchResponse, ok bool) error {
+	if err := resp.Err(); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("watch ended before etcd confirmed it")
+	}
+	return errors.New("watch not confirmed by etcd")
+}
+
+// changes reports whether ev, an event under prefix, may change what a
+// waiter sees. Rewrites of an existing member record (a renewal round) or
+// lease key (a tenure moved to another etcd lease) change nothing: every
+// change of hands writes the record or the released key, or creates or
+// deletes the lease key, and a member that joins creates its record.
+func changes(prefix string, ev *clientv3.Event) bool {
+	if ev.Type != clientv3.EventTypePut || ev.Kv.Version == 1 {
+		return true
+	}
+	rest := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+	return !strings.HasPrefix(rest, "m/") && rest != "lease" && !strings.HasSuffix(rest, "/lease")
 }
 
 // errTimedOut is the cause of the context that carries Wait's timeout.
