@@ -259,12 +259,16 @@ func (c *config) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
+func (c *config) scheme() string {
+	if c.tls {
+		return "etcds"
+	}
+	return "etcd"
+}
+
 // describe is the DSN without the password and parameters.
 func (c *config) describe() string {
-	s := "etcd://"
-	if c.tls {
-		s = "etcds://"
-	}
+	s := c.scheme() + "://"
 	if c.user != "" {
 		s += url.PathEscape(c.user) + "@"
 	}

@@ -75,6 +75,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	fail := func(err error) (*Store, error) {
 		return nil, wrapError("open etcd store "+redact(dsn), err, secrets)
 	}
+	if err != nil && cfg.fromURL {
+		// Where the password ends is uncertain in a DSN that does not
+		// parse: quote none of it.
+		return nil, lease.Refused(fmt.Errorf("open etcd store %s://%s@…: malformed DSN (nothing of it is shown, as it has a password: check the hosts, the prefix and the parameters, and write '@', ':' and '/' in the password as %%40, %%3A and %%2F)",
+			cfg.scheme(), cfg.user))
+	}
 	if err != nil {
 		return fail(lease.Refused(err))
 	}

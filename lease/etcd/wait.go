@@ -23,13 +23,13 @@ import (
 // connection, the member lost its leader), Wait watches and reads again.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	k := s.keysOf(name)
-	return s.waitFor(ctx, k.base, timeout, func(ctx context.Context) (bool, error) {
-		st, _, err := s.readName(ctx, k, false)
+	return s.waitFor(ctx, k.base, timeout, func(ctx context.Context) (bool, int64, error) {
+		st, rev, err := s.readName(ctx, k, false)
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
 		cur := st.view(name, time.Now(), justRenewed(1))
-		return !lease.SameTenure(cur, seen) || cur.Held() != seen.Held(), nil
+		return !lease.SameTenure(cur, seen) || cur.Held() != seen.Held(), rev, nil
 	})
 }
 
@@ -37,15 +37,15 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 // member that joins, leaves or expires, and a partition that changes hands
 // or expires, end it; a renewal round does not.
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, s.groupBase(group), timeout, func(ctx context.Context) (bool, error) {
-		cur, _, err := s.getGroup(ctx, group)
+	return s.waitFor(ctx, s.groupBase(group), timeout, func(ctx context.Context) (bool, int64, error) {
+		cur, rev, err := s.getGroup(ctx, group)
 		if errors.Is(err, lease.ErrNotFound) {
 			cur, err = lease.Group{}, nil
 		}
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
-		return !lease.SameGroup(cur, seen) || !sameHeld(cur, seen), nil
+		return !lease.SameGroup(cur, seen) || !sameHeld(cur, seen), rev, nil
 	})
 }
 
@@ -65,11 +65,12 @@ const (
 	retryMax = time.Second
 )
 
-// waitFor waits for a change under prefix. changed reads the state and
-// reports whether it differs from what the caller saw. waitFor returns nil
+// waitFor waits for a change under prefix. changed reads the state,
+// reports whether it differs from what the caller saw, and returns the
+// revision it read at. waitFor returns nil
 // on a change, a watch event or the timeout, parent's error when parent
 // ends and lease.ErrClosed when the store is closed.
-func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Duration, changed func(context.Context) (bool, error)) error {
+func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Duration, changed func(context.Context) (bool, int64, error)) error {
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -102,12 +103,14 @@ func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Dura
 }
 
 // watchAndRead watches prefix from now, waits until etcd confirmed the
-// watch, then calls changed, and waits for an event. It returns true on a
+// watch, then calls changed, and waits for an event after the revision
+// changed read at (the member that serves the watch may lag behind the
+// read, and replay changes the read already saw). It returns true on a
 // change or an event; false and nil when the watch failed after it was in
 // place (read again); false and an error when it could not be set up or
 // read; and false and nil when ctx ended or the store closed (the caller
 // tells which).
-func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(context.Context) (bool, error)) (bool, error) {
+func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(context.Context) (bool, int64, error)) (bool, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	events := s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
@@ -121,7 +124,7 @@ func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(co
 	case <-s.closed:
 		return false, nil
 	}
-	moved, err := changed(ctx)
+	moved, rev, err := changed(ctx)
 	if moved || err != nil {
 		return moved, err
 	}
@@ -134,7 +137,7 @@ func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(co
 			switch {
 			case !ok || resp.Err() != nil || resp.Canceled:
 				return false, nil
-			case slices.ContainsFunc(resp.Events, func(ev *clientv3.Event) bool { return changes(prefix, ev) }):
+			case slices.ContainsFunc(resp.Events, func(ev *clientv3.Event) bool { return ev.Kv.ModRevision > rev && changes(prefix, ev) }):
 				return true, nil
 			}
 		case <-ctx.Done():
