@@ -146,13 +146,23 @@ func (s *Store) memberLease(ctx context.Context, group, member string, secs int6
 		}
 		s.leases.forgetMember(group, member, m.id)
 	}
-	ref, err := s.grant(ctx, secs)
+	ref, err := s.grantMember(ctx, group, member, secs)
 	if err != nil {
 		return leaseRef{}, leaseTime{}, err
 	}
-	s.leases.setMember(group, member, ref)
-	ref.shared = true
 	return ref, justRenewed(ref.ttl), nil
+}
+
+// grantMember grants member a new etcd lease of secs seconds and makes it
+// the handle's lease for the member.
+func (s *Store) grantMember(ctx context.Context, group, member string, secs int64) (leaseRef, error) {
+	ref, err := s.grant(ctx, secs)
+	if err != nil {
+		return leaseRef{}, err
+	}
+	ref.shared = true
+	s.leases.setMember(group, member, ref)
+	return ref, nil
 }
 
 // Join implements lease.Store: the member's lease is renewed (or granted),
@@ -235,10 +245,9 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 	ref, cached := s.leases.member(group, member)
 	if !cached || ref.asked != secs {
 		var err error
-		if ref, err = s.grant(ctx, secs); err != nil {
+		if ref, err = s.grantMember(ctx, group, member, secs); err != nil {
 			return lease.Group{}, err
 		}
-		s.leases.setMember(group, member, ref)
 		cached = false
 	}
 	for range 2 {
@@ -260,10 +269,9 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 		if errors.Is(ka.err, errLeaseGone) || errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.leases.forgetMember(group, member, ref.id)
 			lost = ref.id
-			if ref, err = s.grant(ctx, secs); err != nil {
+			if ref, err = s.grantMember(ctx, group, member, secs); err != nil {
 				return lease.Group{}, err
 			}
-			s.leases.setMember(group, member, ref)
 			cached = false
 			continue
 		}
@@ -277,9 +285,27 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 		if err != nil {
 			return lease.Group{}, err
 		}
+		s.adopt(group, member, claims, gs, ref)
 		return s.groupView(ctx, group, gs, map[clientv3.LeaseID]leaseTime{ref.id: justRenewed(ka.ttl)})
 	}
 	return lease.Group{}, errLeaseGone
+}
+
+// adopt records that the claimed partitions the round found on the
+// member's lease ref are renewed with it from now on, and revokes the
+// leases of their own they were granted with, which no key uses any more.
+func (s *Store) adopt(group, member string, claims []lease.Claim, gs groupState, ref leaseRef) {
+	for _, c := range claims {
+		st := gs.parts[c.Partition]
+		if st == nil || !st.heldBy(member, c.Token) || st.leaseKV.Lease != int64(ref.id) {
+			continue
+		}
+		name := lease.PartitionKey(group, c.Partition)
+		if old, ok := s.leases.tenure(name, c.Token); ok && !old.shared && old.id != ref.id {
+			s.revoke(old.id)
+		}
+		s.leases.setTenure(name, c.Token, ref)
+	}
 }
 
 // round writes a renewal round's member record and claims and returns the

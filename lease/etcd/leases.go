@@ -170,7 +170,6 @@ func (l *leases) setMember(group, member string, ref leaseRef) {
 	if l.members == nil {
 		l.members = map[memberID]leaseRef{}
 	}
-	ref.shared = true
 	l.members[memberID{group, member}] = ref
 }
 

@@ -256,6 +256,13 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 	}()
 	st, _, rerr := s.readName(ctx, k, false)
 	ka := <-keep
+	if rerr == nil && st.heldBy(holder, token) && st.leaseKV.Lease != int64(ref.id) {
+		// A renewal round attached the partition to its member's lease
+		// since: renew that one.
+		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease), shared: true}
+		ka.ttl, ka.err = s.keepAlive(ctx, ref.id)
+		s.leases.setTenure(name, token, ref)
+	}
 	switch {
 	case errors.Is(ka.err, errLeaseGone):
 		return lease.Record{}, lease.ErrLost
@@ -263,7 +270,7 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 		return lease.Record{}, ka.err
 	case rerr != nil:
 		return lease.Record{}, rerr
-	case !st.heldBy(holder, token) || st.leaseKV.Lease != int64(ref.id):
+	case !st.heldBy(holder, token):
 		return lease.Record{}, lease.ErrLost
 	}
 	now := time.Now()
