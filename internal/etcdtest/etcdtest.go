@@ -497,6 +497,3 @@ func Shared(tb testing.TB) *Cluster {
 	}
 	return shared.cluster
 }
-
-// Scheme is the scheme of the cluster's client URLs, http or https.
-func (c *Cluster) Scheme() string { return c.scheme }

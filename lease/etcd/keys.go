@@ -183,14 +183,15 @@ func parseName(k nameKeys, kvs ...[]*mvccpb.KeyValue) (nameState, error) {
 	return st, nil
 }
 
-// candidateUntil returns until when holder is a candidate, in Unix ms.
-func (st nameState) candidateUntil(holder string) int64 {
+// candidate returns holder's candidate key as read (with a zero until
+// and revision when there is none).
+func (st nameState) candidate(holder string) candidate {
 	for _, c := range st.candidates {
 		if c.holder == holder {
-			return c.untilMs
+			return c
 		}
 	}
-	return 0
+	return candidate{}
 }
 
 // stale returns up to max candidates that ended before now.

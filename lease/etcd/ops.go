@@ -121,13 +121,17 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 
 // free reports whether the state read lets holder take the name at now.
 func free(st nameState, holder string, dead *lease.Record, now time.Time) bool {
-	cur := st.view("", now, justRenewed(1))
-	blocks := cur.Blocks(holder)
-	if dead != nil && st.held() && st.heldBy(dead.Holder, dead.Token) && st.rec.Holder == dead.Holder && st.rec.Token == dead.Token {
-		// The tenure is proved dead: only a reservation keeps holder out.
-		blocks = lease.Record{Reserved: cur.Reserved, Successor: cur.Successor, Excluded: cur.Excluded}.Blocks(holder)
+	return judged(st, st.view("", now, justRenewed(1)), dead).Blocks(holder) <= 0
+}
+
+// judged is cur, the record read, as far as it keeps a caller out: for a
+// Seize from dead, a tenure that still names dead counts as over, so that
+// only a step-down reservation does.
+func judged(st nameState, cur lease.Record, dead *lease.Record) lease.Record {
+	if dead != nil && st.heldBy(dead.Holder, dead.Token) {
+		cur.Remaining = 0
 	}
-	return blocks <= 0
+	return cur
 }
 
 // leaseResult is the lease a grant attaches to; owned reports one that
@@ -195,22 +199,12 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 		return err
 	}
 	cur := st.view(k.name, now, left)
-	if dead != nil && st.heldBy(dead.Holder, dead.Token) {
-		// Only a reservation refused the seizure.
-		wait := lease.Record{Reserved: cur.Reserved, Successor: cur.Successor, Excluded: cur.Excluded}.Blocks(holder)
-		cur.Remaining = wait
-		return &lease.HeldError{Record: cur}
-	}
-	if err := lease.Refusal(cur, holder); err != nil {
+	if err := lease.Refusal(judged(st, cur, dead), holder); err != nil {
 		return err
 	}
-	// Free after all (a reservation ended in between): let the caller retry.
-	return &lease.HeldError{Record: withRemaining(cur, time.Millisecond)}
-}
-
-func withRemaining(r lease.Record, d time.Duration) lease.Record {
-	r.Remaining = d
-	return r
+	// Free after all (a reservation ended in between): the caller retries.
+	cur.Remaining = time.Millisecond
+	return &lease.HeldError{Record: cur}
 }
 
 // Renew implements lease.Store: one LeaseKeepAlive of the tenure's etcd
@@ -329,25 +323,17 @@ func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, 
 
 // RequestStepDown implements lease.Store.
 func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
-	k := s.keysOf(name)
 	var out lease.Record
 	err := s.update(ctx, name, func(st nameState, now time.Time) (recordValue, []clientv3.Cmp, error) {
 		cur := st.view(name, now, justRenewed(1))
 		var cmps []clientv3.Cmp
-		if successor != "" {
-			key := k.candidates + escape(successor)
-			if !st.held() || successor == cur.Holder || st.candidateUntil(successor) <= now.UnixMilli() {
-				return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
-			}
-			rev := int64(0)
-			for _, c := range st.candidates {
-				if c.key == key {
-					rev = c.rev
-				}
-			}
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
-		} else if !st.held() {
+		cand := st.candidate(successor)
+		if !st.held() || successor == cur.Holder || (successor != "" && cand.untilMs <= now.UnixMilli()) {
 			return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
+		}
+		if successor != "" {
+			// The successor's candidacy must still be the one read.
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(cand.key), "=", cand.rev))
 		}
 		rec := st.rec
 		rec.StepDown = true
