@@ -78,8 +78,6 @@ func Require(tb testing.TB) string {
 type Options struct {
 	// Members is the number of members; 0 means 3.
 	Members int
-	// Args are added to every member's command line.
-	Args []string
 	// CertFile and KeyFile, when set, make the members serve clients over
 	// TLS (https client URLs) with this certificate and key; ClientCA,
 	// when set, also makes them require client certificates signed by it.
@@ -192,7 +190,6 @@ func startOnce(bin, dir string, opts Options) (*Cluster, error) {
 				m.args = append(m.args, "--trusted-ca-file", opts.ClientCA, "--client-cert-auth")
 			}
 		}
-		m.args = append(m.args, opts.Args...)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
