@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -130,13 +129,26 @@ func TestTLS(t *testing.T) {
 	s := openStore(t, "etcds://"+addr+"/p?cacert="+file("ca.pem")+"&cert="+file("client.pem")+"&key="+file("client-key.pem"))
 	exercise(t, s)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if s, err := Open(ctx, "etcds://"+addr+"/p?cacert="+file("ca.pem")); err == nil {
-		s.Close()
-		t.Error("Open without a client certificate succeeded")
-	} else {
-		t.Logf("without a client certificate: %v", err)
+	other, otherKey := newCert(t, t.TempDir(), "other-ca", nil, nil)
+	otherDir := t.TempDir()
+	newCert(t, otherDir, "stranger", other, otherKey)
+	for _, tc := range []struct{ what, dsn string }{
+		{"no client certificate", "etcds://" + addr + "/p?cacert=" + file("ca.pem")},
+		{"a client certificate of another CA", "etcds://" + addr + "/p?cacert=" + file("ca.pem") +
+			"&cert=" + filepath.Join(otherDir, "stranger.pem") + "&key=" + filepath.Join(otherDir, "stranger-key.pem")},
+		{"the server's CA unknown", "etcds://" + addr + "/p?cert=" + file("client.pem") + "&key=" + file("client-key.pem")},
+	} {
+		start := time.Now()
+		s, err := Open(testCtx(t), tc.dsn)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: Open succeeded", tc.what)
+			continue
+		}
+		if !errors.Is(err, lease.ErrRefused) {
+			t.Errorf("%s: Open = %v, want ErrRefused (a certificate problem no retry fixes)", tc.what, err)
+		}
+		t.Logf("%s: after %v: %v", tc.what, time.Since(start).Round(time.Millisecond), err)
 	}
 }
 

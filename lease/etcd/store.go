@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -116,7 +117,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		client:   client,
 		closed:   make(chan struct{}),
 	}
-	if err := s.checkAccess(ctx); err != nil {
+	if err := s.checkAccess(ctx, tlsCfg, cfg.hosts); err != nil {
 		s.Close()
 		return fail(err)
 	}
@@ -126,17 +127,42 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // checkAccess reads the store's keys and asks etcd to authorize a write to
 // them, in one transaction whose condition never holds, so that it writes
 // nothing: etcd checks the permissions of both branches before it
-// evaluates the condition.
-func (s *Store) checkAccess(ctx context.Context) error {
+// evaluates the condition. With TLS, a probe of the certificates runs
+// alongside (diagnoseTLS), so that a certificate problem, which gRPC
+// reports only as a timeout, fails Open at once and says what it is.
+func (s *Store) checkAccess(ctx context.Context, tlsCfg *tls.Config, hosts []string) error {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	probe := s.prefix + "/n/"
-	_, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.Version(probe), "<", 0)).
-		Then(clientv3.OpPut(probe, "")).
-		Else(clientv3.OpGet(probe, clientv3.WithPrefix(), clientv3.WithCountOnly())).
-		Commit()
-	return err
+	access := make(chan error, 1)
+	go func() {
+		probe := s.prefix + "/n/"
+		_, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.Version(probe), "<", 0)).
+			Then(clientv3.OpPut(probe, "")).
+			Else(clientv3.OpGet(probe, clientv3.WithPrefix(), clientv3.WithCountOnly())).
+			Commit()
+		access <- err
+	}()
+	if tlsCfg == nil {
+		return <-access
+	}
+	certs := make(chan error, 1)
+	go func() { certs <- diagnoseTLS(ctx, tlsCfg, hosts) }()
+	select {
+	case err := <-access:
+		cancel()
+		if cerr := <-certs; err != nil && cerr != nil {
+			return lease.Refused(cerr)
+		}
+		return err
+	case cerr := <-certs:
+		if cerr != nil {
+			cancel()
+			<-access
+			return lease.Refused(cerr)
+		}
+		return <-access
+	}
 }
 
 // Describe returns the DSN without its password and parameters.
