@@ -209,6 +209,9 @@ func (st nameState) stale(nowMs int64, max int) []candidate {
 // tenure's etcd lease frees the name at the latest (see leaseTime); left
 // matters only while the lease key exists.
 func (st nameState) view(name string, now time.Time, left leaseTime) lease.Record {
+	if !st.found {
+		return lease.Record{}
+	}
 	r := lease.Record{
 		Name:      name,
 		Holder:    st.rec.Holder,
@@ -219,9 +222,6 @@ func (st nameState) view(name string, now time.Time, left leaseTime) lease.Recor
 		Successor: st.rec.Successor,
 		Excluded:  st.rec.Excluded,
 		Where:     st.rec.Where,
-	}
-	if !st.found {
-		return lease.Record{}
 	}
 	if st.rec.ReservedUntilMs != 0 {
 		r.Reserved = time.UnixMilli(st.rec.ReservedUntilMs).Sub(now)

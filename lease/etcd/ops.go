@@ -229,7 +229,9 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 	k := s.keysOf(name)
 	ref, known := s.leases.tenure(name, token)
 	if !known {
-		// Another handle acquired it: learn its lease first.
+		// Another handle acquired it: learn its lease first. Whether
+		// other tenures share that lease is not known, so it is never
+		// revoked from here.
 		st, _, err := s.readName(ctx, k, false)
 		if err != nil {
 			return lease.Record{}, err
@@ -237,7 +239,7 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 		if !st.heldBy(holder, token) {
 			return lease.Record{}, lease.ErrLost
 		}
-		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease)}
+		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease), shared: true}
 	}
 	type kept struct {
 		ttl int64
