@@ -29,8 +29,10 @@
 // TCP_USER_TIMEOUT (package internal/tcpdial) and gRPC keepalive pings
 // every 10 s, so that a partitioned connection fails in seconds. Open
 // checks, in one transaction whose condition never holds, that the user
-// may read and write the prefix. A malformed DSN, unreadable TLS files, a
-// refused password and a missing permission are errors that wrap
+// may read and write the prefix; over TLS it also probes the certificates
+// itself, since gRPC reports a refused certificate only as a timeout. A
+// malformed DSN, unreadable TLS files, a certificate either side refuses,
+// a refused password and a missing permission are errors that wrap
 // lease.ErrRefused; an unreachable cluster is a plain error.
 //
 // With authentication on, the user's role needs readwrite on the prefix:
@@ -60,9 +62,12 @@
 //     also when the lease key names the dead holder's tenure. The grant
 //     writes the record with token = max(previous + 1, the acquiring
 //     replica's wall clock in ms), the lease key on the tenure's etcd
-//     lease, and deletes the released key. The etcd lease is granted (or
-//     renewed, see below) while the name is read, after the call was sent,
-//     with the TTL rounded up to whole seconds.
+//     lease, and deletes the released key. The etcd lease, with the TTL
+//     rounded up to whole seconds, is granted while the name is read,
+//     after the call was sent — or, cheaper, a lease this handle already
+//     has is renewed then: the member's (see Groups), or the spare that a
+//     refused Acquire of the handle kept. A grant is then two round trips
+//     and one raft write (two without a live spare).
 //   - Renew is one LeaseKeepAlive of the tenure's etcd lease and, sent at
 //     the same time, one linearizable read of the name's keys, which
 //     confirms that the lease key still stands for this tenure on that
