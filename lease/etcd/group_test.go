@@ -1,0 +1,126 @@
+package etcd
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// TestMemberLeaseIsShared checks how a member's partitions share its etcd
+// lease: a partition acquired with the member's TTL is attached to it, one
+// acquired with another TTL is moved onto it by the next round, releasing
+// one partition leaves the member and its other partitions alone, and a
+// tenure's own Renew still works on the shared lease.
+func TestMemberLeaseIsShared(t *testing.T) {
+	c, prefix := newPrefix(t)
+	s := openStore(t, dsnFor(prefix, c.Endpoints()...))
+	ctx := testCtx(t)
+	const ttl = 10 * time.Second
+	if _, err := s.Join(ctx, "g", 4, "a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := s.leases.member("g", "a")
+	if !ok {
+		t.Fatal("no member lease after Join")
+	}
+	p0, err := s.Acquire(ctx, lease.PartitionKey("g", 0), "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := s.Acquire(ctx, lease.PartitionKey("g", 1), "a", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseOf := func(p int) clientv3.LeaseID {
+		t.Helper()
+		resp, err := s.client.Get(ctx, s.keysOf(lease.PartitionKey("g", p)).lease)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("lease key of partition %d: %v, %d keys", p, err, len(resp.Kvs))
+		}
+		return clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	if got := leaseOf(0); got != m.id {
+		t.Errorf("partition 0, acquired with the member's TTL, is on lease %x, want the member's %x", got, m.id)
+	}
+	own := leaseOf(1)
+	if own == m.id {
+		t.Fatalf("partition 1, acquired with another TTL, is on the member's lease")
+	}
+
+	claims := []lease.Claim{{Partition: 0, Token: p0.Token}, {Partition: 1, Token: p1.Token}}
+	g, err := s.RenewMember(ctx, "g", "a", claims, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Holds(0, "a", p0.Token) || !g.Holds(1, "a", p1.Token) {
+		t.Fatalf("after the round the group is %+v, want both partitions a's", g)
+	}
+	if got := leaseOf(1); got != m.id {
+		t.Errorf("after the round partition 1 is on lease %x, want the member's %x", got, m.id)
+	}
+	if resp, err := s.client.TimeToLive(ctx, own); err != nil || resp.TTL != -1 {
+		t.Errorf("partition 1's own lease after the move: TTL %v, %v; want revoked", resp, err)
+	}
+	if _, err := s.Renew(ctx, lease.PartitionKey("g", 1), "a", p1.Token, ttl); err != nil {
+		t.Errorf("Renew of a partition on the member's lease: %v", err)
+	}
+
+	if err := s.Release(ctx, lease.PartitionKey("g", 1), "a", p1.Token); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := s.client.TimeToLive(ctx, m.id); err != nil || resp.TTL <= 0 {
+		t.Fatalf("member's lease after releasing one partition: %v, %v; want alive", resp, err)
+	}
+	g, err = s.GetGroup(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Holds(0, "a", p0.Token) || g.Leases[1].State() != "released" || len(g.Members) != 1 {
+		t.Errorf("after releasing partition 1 the group is %+v, want partition 0 held, 1 released, member a", g)
+	}
+	if _, err := s.Renew(ctx, lease.PartitionKey("g", 1), "a", p1.Token, ttl); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Renew of the released partition = %v, want ErrLost", err)
+	}
+}
+
+// TestMemberExpiryEndsItsPartitions lets a member's lease expire: its
+// record and every partition on its lease go at once, and the next round
+// brings the member back without reviving them.
+func TestMemberExpiryEndsItsPartitions(t *testing.T) {
+	c, prefix := newPrefix(t)
+	s := openStore(t, dsnFor(prefix, c.Endpoints()...))
+	ctx := testCtx(t)
+	const ttl = time.Second
+	if _, err := s.Join(ctx, "g", 2, "a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	var claims []lease.Claim
+	var left time.Duration
+	for p := range 2 {
+		rec, err := s.Acquire(ctx, lease.PartitionKey("g", p), "a", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, lease.Claim{Partition: p, Token: rec.Token})
+		left = max(left, rec.Remaining)
+	}
+	time.Sleep(left + 50*time.Millisecond) // the expiry is the thing under test
+	g, err := s.GetGroup(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Members) != 0 || g.Leases[0].Held() || g.Leases[1].Held() {
+		t.Fatalf("after the member's lease expired the group is %+v, want no member and no partition held", g)
+	}
+	g, err = s.RenewMember(ctx, "g", "a", claims, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Members) != 1 || g.Leases[0].Held() || g.Leases[1].Held() {
+		t.Errorf("after the next round the group is %+v, want member a back and no partition revived", g)
+	}
+}

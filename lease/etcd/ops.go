@@ -1,0 +1,534 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// maxAttempts bounds how often an operation re-reads and retries after its
+// transaction found that the keys changed since its read.
+const maxAttempts = 50
+
+// sweepLimit bounds the expired candidate keys an acquisition deletes.
+const sweepLimit = 16
+
+var errContended = errors.New("the keys kept changing under the transaction")
+
+// Acquire implements lease.Store.
+func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	rec, err := s.acquire(ctx, name, holder, nil, ttl)
+	return rec, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
+}
+
+// Seize implements lease.Store.
+func (s *Store) Seize(ctx context.Context, name, holder string, dead lease.Record, ttl time.Duration) (lease.Record, error) {
+	rec, err := s.acquire(ctx, name, holder, &dead, ttl)
+	return rec, s.wrap(fmt.Sprintf("seize lease %q", name), err)
+}
+
+// acquire is Acquire, or Seize from dead when dead is not nil. It reads the
+// name's keys, decides, and writes the grant in one transaction whose
+// conditions are that the record and lease key are still as read: the
+// grant happens only if the name was free (its lease key absent: released,
+// expired or never held; or, for Seize, naming dead's tenure) in the state
+// the decision saw. When the keys changed in between, it reads again.
+func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Record, ttl time.Duration) (lease.Record, error) {
+	if err := s.open(); err != nil {
+		return lease.Record{}, err
+	}
+	if ttl <= 0 {
+		return lease.Record{}, errTTL
+	}
+	k := s.keysOf(name)
+	secs := ttlSeconds(ttl)
+	// owned is a lease this call got for the grant and no tenure uses
+	// yet; left unused, it becomes the store's spare.
+	var owned *leaseRef
+	defer func() {
+		if owned != nil {
+			if old := s.leases.putSpare(*owned); old != nil {
+				s.revoke(old.id)
+			}
+		}
+	}()
+	for range maxAttempts {
+		// Get the lease while reading, so that a grant costs no extra
+		// round trip; a refusal keeps it as the spare.
+		leased := make(chan leaseResult, 1)
+		if owned != nil {
+			leased <- leaseResult{ref: *owned}
+		} else {
+			go func() { leased <- s.leaseFor(ctx, name, holder, secs) }()
+		}
+		st, _, err := s.readName(ctx, k, true)
+		lr := <-leased
+		if lr.owned {
+			owned = &lr.ref
+		}
+		if err != nil {
+			return lease.Record{}, err
+		}
+		now := time.Now()
+		if !free(st, holder, dead, now) {
+			return lease.Record{}, s.refuse(ctx, k, st, holder, dead, ttl, now)
+		}
+		if lr.err != nil {
+			return lease.Record{}, lr.err
+		}
+		ref := lr.ref
+		rec := recordValue{Holder: holder, Token: max(st.rec.Token+1, now.UnixMilli()), AcquiredMs: now.UnixMilli()}
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.ModRevision(k.record), "=", st.recRev),
+			clientv3.Compare(clientv3.ModRevision(k.lease), "=", st.leaseRev()),
+		}
+		ops := []clientv3.Op{
+			clientv3.OpPut(k.record, rec.encode()),
+			clientv3.OpPut(k.lease, tenureValue(rec.Token, holder), clientv3.WithLease(ref.id)),
+			clientv3.OpDelete(k.released),
+		}
+		for _, c := range st.stale(now.UnixMilli(), sweepLimit) {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
+			ops = append(ops, clientv3.OpDelete(c.key))
+		}
+		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			// The outcome is unknown: the grant may hold the name, so the
+			// lease is nobody's spare; it expires unrenewed.
+			owned = nil
+			return lease.Record{}, err
+		}
+		if !resp.Succeeded {
+			continue
+		}
+		owned = nil
+		s.leases.setTenure(name, rec.Token, ref)
+		st = nameState{found: true, rec: rec, recRev: resp.Header.Revision,
+			leaseKV: &mvccpb.KeyValue{Key: []byte(k.lease), Value: []byte(tenureValue(rec.Token, holder)), Lease: int64(ref.id)}}
+		return st.view(name, now, justRenewed(ref.ttl)), nil
+	}
+	return lease.Record{}, errContended
+}
+
+// free reports whether the state read lets holder take the name at now.
+func free(st nameState, holder string, dead *lease.Record, now time.Time) bool {
+	return judged(st, st.view("", now, justRenewed(1)), dead).Blocks(holder) <= 0
+}
+
+// judged is cur, the record read, as far as it keeps a caller out: for a
+// Seize from dead, a tenure that still names dead counts as over, so that
+// only a step-down reservation does.
+func judged(st nameState, cur lease.Record, dead *lease.Record) lease.Record {
+	if dead != nil && st.heldBy(dead.Holder, dead.Token) {
+		cur.Remaining = 0
+	}
+	return cur
+}
+
+// leaseResult is the lease a grant attaches to; owned reports one that
+// this call got for itself (not a member's shared lease).
+type leaseResult struct {
+	ref   leaseRef
+	owned bool
+	err   error
+}
+
+// leaseFor returns the etcd lease a grant of name to holder attaches to,
+// renewed or granted now, after the call started, so that it has at least
+// secs seconds left: holder's lease as a member of name's group, when this
+// handle has one asked with secs; else the store's spare lease, when etcd
+// still has it; else a new one.
+func (s *Store) leaseFor(ctx context.Context, name, holder string, secs int64) leaseResult {
+	if group, _, ok := lease.SplitPartitionKey(name); ok {
+		if m, ok := s.leases.member(group, holder); ok && m.asked == secs {
+			ttl, err := s.keepAlive(ctx, m.id)
+			switch {
+			case err == nil && ttl >= secs:
+				return leaseResult{ref: m}
+			case errors.Is(err, errLeaseGone):
+				s.leases.forgetMember(group, holder, m.id)
+			case err != nil:
+				return leaseResult{err: err}
+			}
+		}
+	}
+	if spare, ok := s.leases.takeSpare(secs); ok {
+		ttl, err := s.keepAlive(ctx, spare.id)
+		switch {
+		case err == nil && ttl >= secs:
+			return leaseResult{ref: spare, owned: true}
+		case err != nil && !errors.Is(err, errLeaseGone):
+			s.leases.putSpare(spare)
+			return leaseResult{err: err}
+		}
+	}
+	ref, err := s.grant(ctx, secs)
+	return leaseResult{ref: ref, owned: err == nil, err: err}
+}
+
+// refuse records holder as a candidate for name until now + 2×ttl, learns
+// how long the current tenure has left, and returns the refusal.
+func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder string, dead *lease.Record, ttl time.Duration, now time.Time) error {
+	until := now.Add(2 * ttl).UnixMilli()
+	put := make(chan error, 1)
+	go func() {
+		_, err := s.client.Put(ctx, k.candidates+escape(holder), strconv.FormatInt(until, 10))
+		put <- err
+	}()
+	left := leaseTime{gone: true}
+	var err error
+	if st.held() {
+		var times map[clientv3.LeaseID]leaseTime
+		id := clientv3.LeaseID(st.leaseKV.Lease)
+		times, err = s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
+		left = times[id]
+	}
+	if perr := <-put; perr != nil {
+		return perr
+	}
+	if err != nil {
+		return err
+	}
+	cur := st.view(k.name, now, left)
+	if err := lease.Refusal(judged(st, cur, dead), holder); err != nil {
+		return err
+	}
+	// Free after all (a reservation ended in between): the caller retries.
+	cur.Remaining = time.Millisecond
+	return &lease.HeldError{Record: cur}
+}
+
+// Renew implements lease.Store: one LeaseKeepAlive of the tenure's etcd
+// lease and, in parallel, one linearizable read that confirms that the
+// name's lease key still stands for this tenure on that lease. See the
+// package documentation for why the two need not be ordered.
+func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
+	rec, err := s.renew(ctx, name, holder, token, ttl)
+	if errors.Is(err, lease.ErrLost) {
+		s.leases.forgetTenure(name, token)
+	}
+	return rec, s.wrap(fmt.Sprintf("renew lease %q", name), err)
+}
+
+func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
+	if err := s.open(); err != nil {
+		return lease.Record{}, err
+	}
+	if ttl <= 0 {
+		return lease.Record{}, errTTL
+	}
+	k := s.keysOf(name)
+	ref, known := s.leases.tenure(name, token)
+	if !known {
+		// Another handle acquired it: learn its lease first. Whether
+		// other tenures share that lease is not known, so it is never
+		// revoked from here.
+		st, _, err := s.readName(ctx, k, false)
+		if err != nil {
+			return lease.Record{}, err
+		}
+		if !st.heldBy(holder, token) {
+			return lease.Record{}, lease.ErrLost
+		}
+		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease), shared: true}
+	}
+	type kept struct {
+		ttl int64
+		err error
+	}
+	keep := make(chan kept, 1)
+	go func() {
+		ttl, err := s.keepAlive(ctx, ref.id)
+		keep <- kept{ttl, err}
+	}()
+	st, _, rerr := s.readName(ctx, k, false)
+	ka := <-keep
+	if rerr == nil && st.heldBy(holder, token) && st.leaseKV.Lease != int64(ref.id) {
+		// A renewal round attached the partition to its member's lease
+		// since: renew that one.
+		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease), shared: true}
+		ka.ttl, ka.err = s.keepAlive(ctx, ref.id)
+		s.leases.setTenure(name, token, ref)
+	}
+	switch {
+	case errors.Is(ka.err, errLeaseGone):
+		return lease.Record{}, lease.ErrLost
+	case ka.err != nil:
+		return lease.Record{}, ka.err
+	case rerr != nil:
+		return lease.Record{}, rerr
+	case !st.heldBy(holder, token):
+		return lease.Record{}, lease.ErrLost
+	}
+	now := time.Now()
+	left := justRenewed(ka.ttl)
+	if want := ttlSeconds(ttl); ka.ttl < want {
+		// etcd renews a lease to the TTL it was granted with; a renewal
+		// that asks for more moves the tenure to a longer lease. (One
+		// that asks for less keeps the longer lease: never shorter.)
+		moved, err := s.move(ctx, k, st, ref, want)
+		if err != nil {
+			return lease.Record{}, err
+		}
+		s.leases.setTenure(name, token, moved)
+		left = justRenewed(moved.ttl)
+	}
+	return st.view(name, now, left), nil
+}
+
+// move attaches a tenure's lease key to a new etcd lease of secs seconds.
+func (s *Store) move(ctx context.Context, k nameKeys, st nameState, old leaseRef, secs int64) (leaseRef, error) {
+	ref, err := s.grant(ctx, secs)
+	if err != nil {
+		return leaseRef{}, err
+	}
+	value := string(st.leaseKV.Value)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(k.lease), "=", value),
+			clientv3.Compare(clientv3.LeaseValue(k.lease), "=", old.id)).
+		Then(clientv3.OpPut(k.lease, value, clientv3.WithLease(ref.id))).
+		Commit()
+	switch {
+	case err != nil:
+		return leaseRef{}, err
+	case !resp.Succeeded:
+		s.revoke(ref.id)
+		return leaseRef{}, lease.ErrLost
+	}
+	if !old.shared {
+		s.revoke(old.id)
+	}
+	return ref, nil
+}
+
+// Annotate implements lease.Store.
+func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, where string) error {
+	err := s.update(ctx, name, func(st nameState, _ time.Time) (recordValue, []clientv3.Cmp, error) {
+		if !st.heldBy(holder, token) || st.rec.Token != token {
+			return recordValue{}, nil, lease.ErrLost
+		}
+		rec := st.rec
+		rec.Where = where
+		return rec, nil, nil
+	})
+	return s.wrap(fmt.Sprintf("annotate lease %q", name), err)
+}
+
+// RequestStepDown implements lease.Store.
+func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
+	var out lease.Record
+	err := s.update(ctx, name, func(st nameState, now time.Time) (recordValue, []clientv3.Cmp, error) {
+		cur := st.view(name, now, justRenewed(1))
+		var cmps []clientv3.Cmp
+		cand := st.candidate(successor)
+		if !st.held() || successor == cur.Holder || (successor != "" && cand.untilMs <= now.UnixMilli()) {
+			return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
+		}
+		if successor != "" {
+			// The successor's candidacy must still be the one read.
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(cand.key), "=", cand.rev))
+		}
+		rec := st.rec
+		rec.StepDown = true
+		rec.Successor, rec.Excluded = successor, ""
+		if successor == "" {
+			rec.Excluded = rec.Holder
+		}
+		rec.ReservedUntilMs = now.Add(window).UnixMilli()
+		st.rec = rec
+		out = st.view(name, now, leaseTime{gone: true})
+		return rec, cmps, nil
+	})
+	if err != nil {
+		return lease.Record{}, s.wrap(fmt.Sprintf("request step-down of lease %q", name), err)
+	}
+	// Remaining as Get would report it.
+	if cur, err := s.Get(ctx, name); err == nil && cur.Token == out.Token {
+		out.Remaining, out.Expires, out.Renewed = cur.Remaining, cur.Expires, cur.Renewed
+	}
+	return out, nil
+}
+
+// update rewrites name's record with what change makes of the state read,
+// in a transaction conditional on the record and lease key being as read
+// (and on extra conditions change adds); it reads again when they changed.
+// change's error ends the update.
+func (s *Store) update(ctx context.Context, name string, change func(nameState, time.Time) (recordValue, []clientv3.Cmp, error)) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	k := s.keysOf(name)
+	for range maxAttempts {
+		st, _, err := s.readName(ctx, k, true)
+		if err != nil {
+			return err
+		}
+		rec, cmps, err := change(st, time.Now())
+		if err != nil {
+			return err
+		}
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.ModRevision(k.record), "=", st.recRev),
+			clientv3.Compare(clientv3.ModRevision(k.lease), "=", st.leaseRev()))
+		resp, err := s.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(k.record, rec.encode())).Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			return nil
+		}
+	}
+	return errContended
+}
+
+// Release implements lease.Store: one transaction deletes the lease key and
+// writes the released key, if the lease key still stands for this tenure;
+// then the tenure's own etcd lease is revoked (a member's shared one is
+// not).
+func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
+	if err := s.open(); err != nil {
+		return s.wrap(fmt.Sprintf("release lease %q", name), err)
+	}
+	k := s.keysOf(name)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(k.lease), "=", tenureValue(token, holder))).
+		Then(clientv3.OpDelete(k.lease), clientv3.OpPut(k.released, strconv.FormatInt(token, 10))).
+		Commit()
+	switch {
+	case err != nil:
+		return s.wrap(fmt.Sprintf("release lease %q", name), err)
+	case !resp.Succeeded:
+		s.leases.forgetTenure(name, token)
+		return lease.ErrLost
+	}
+	if ref, ok := s.leases.tenure(name, token); ok {
+		s.leases.forgetTenure(name, token)
+		if !ref.shared {
+			s.revoke(ref.id)
+		}
+	}
+	return nil
+}
+
+// Get implements lease.Store.
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
+	rec, err := s.get(ctx, name)
+	return rec, s.wrap(fmt.Sprintf("get lease %q", name), err)
+}
+
+func (s *Store) get(ctx context.Context, name string) (lease.Record, error) {
+	if err := s.open(); err != nil {
+		return lease.Record{}, err
+	}
+	k := s.keysOf(name)
+	st, _, err := s.readName(ctx, k, false)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	if !st.found {
+		return lease.Record{}, lease.ErrNotFound
+	}
+	left := leaseTime{gone: true}
+	if st.held() {
+		id := clientv3.LeaseID(st.leaseKV.Lease)
+		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
+		if err != nil {
+			return lease.Record{}, err
+		}
+		left = times[id]
+	}
+	return st.view(name, time.Now(), left), nil
+}
+
+// List implements lease.Store: one read of every name's and group's keys,
+// then one LeaseTimeToLive per distinct etcd lease of a held name.
+func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
+	recs, err := s.list(ctx)
+	return recs, s.wrap("list leases", err)
+}
+
+func (s *Store) list(ctx context.Context) ([]lease.Record, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Txn(ctx).Then(
+		clientv3.OpGet(s.prefix+"/n/", clientv3.WithPrefix()),
+		clientv3.OpGet(s.prefix+"/g/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, err
+	}
+	states := map[string]*nameState{}
+	keys := map[string]nameKeys{}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			name, ok := s.nameOfKey(string(kv.Key))
+			if !ok {
+				continue
+			}
+			if states[name] == nil {
+				states[name], keys[name] = &nameState{}, s.keysOf(name)
+			}
+			if err := states[name].add(keys[name], kv); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var ids []clientv3.LeaseID
+	for _, st := range states {
+		st.finish()
+		if st.held() {
+			ids = append(ids, clientv3.LeaseID(st.leaseKV.Lease))
+		}
+	}
+	times, err := s.leaseTimes(ctx, ids, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var recs []lease.Record
+	for name, st := range states {
+		if !st.found {
+			continue
+		}
+		left := leaseTime{gone: true}
+		if st.held() {
+			left = times[clientv3.LeaseID(st.leaseKV.Lease)]
+		}
+		recs = append(recs, st.view(name, now, left))
+	}
+	slices.SortFunc(recs, func(a, b lease.Record) int { return strings.Compare(a.Name, b.Name) })
+	return recs, nil
+}
+
+// nameOfKey returns the lease name whose record, lease or released key key
+// is (P/n/NAME/… or P/g/GROUP/p/N/…).
+func (s *Store) nameOfKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, s.prefix+"/")
+	if !ok {
+		return "", false
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case len(parts) == 3 && parts[0] == "n":
+		name, err := unescape(parts[1])
+		return name, err == nil
+	case len(parts) == 5 && parts[0] == "g" && parts[2] == "p":
+		group, err := unescape(parts[1])
+		p, perr := strconv.Atoi(parts[3])
+		if err != nil || perr != nil || p < 0 {
+			return "", false
+		}
+		return lease.PartitionKey(group, p), true
+	}
+	return "", false
+}
