@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ func childMain() {
 	orphan := fs.String("orphan", "", "start a grandchild that outlives this child; write its pid to `FILE`")
 	lock := fs.String("lock", "", "take an exclusive flock of `FILE` at once (LOCK_NB) and hold it, with every grandchild; "+
 		"exit 99 and write FILE.busy if another process holds it")
+	envFile := fs.String("env", "", "write the environment to `FILE`, a variable per line (before -ready)")
 	sleeper := fs.String("sleeper", "", "(internal) become the escaped grandchild: setsid, then write the pid and session to `FILE`")
 	fs.Parse(os.Args[1:])
 
@@ -50,6 +52,9 @@ func childMain() {
 	}
 	if *orphan != "" {
 		startSleeper(*orphan, held)
+	}
+	if *envFile != "" {
+		writeFile(*envFile, strings.Join(os.Environ(), "\n"))
 	}
 	if *ready != "" {
 		pidns, _ := os.Readlink("/proc/self/ns/pid")

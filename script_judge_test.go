@@ -150,6 +150,18 @@ func procIDs(ts *testscript.TestScript, pid int) (sid, pgid int) {
 	return sid, pgid
 }
 
+// procenv PIDFILE: print the environment block of the process named in
+// PIDFILE, as /proc/PID/environ shows it to anyone allowed to read it, a
+// variable per line.
+func cmdProcEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: procenv PIDFILE")
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", readPid(ts, args[0])))
+	ts.Check(err)
+	fmt.Fprintln(ts.Stdout(), strings.ReplaceAll(string(data), "\x00", "\n"))
+}
+
 // mark FILE: write the time now as at=UNIXNANO, for atspan.
 func cmdMark(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {

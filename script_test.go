@@ -58,7 +58,9 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, scriptParams("testdata/script", func(env *testscript.Env) error {
 		env.Setenv("LEADERRUN_STORE", "sqlite:"+filepath.Join(env.WorkDir, "leases.db"))
 		if pgErr == nil {
-			env.Setenv("PGDSN", pgSchema(env, pgDSN))
+			dsn := pgSchema(env, pgDSN)
+			env.Setenv("PGDSN", dsn)
+			env.Setenv("PGDSN_WITH_PASSWORD", strings.Replace(dsn, "://postgres@", "://postgres:dsn-secret@", 1))
 		}
 		return nil
 	}, pgErr == nil))
@@ -117,6 +119,7 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			"logspan":  cmdLogSpan,
 			"escaped":  cmdEscaped,
 			"mark":     cmdMark,
+			"procenv":  cmdProcEnv,
 			"atspan":   cmdAtSpan,
 		},
 	}

@@ -147,6 +147,12 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		Command:        command,
 	}}
 	var problems []string
+	// A zero the user wrote is not "the default": say so.
+	for _, opt := range []string{"ttl", "renew-interval", "renew-deadline", "kill-grace"} {
+		if c.IsSet(opt) && c.Duration(opt) == 0 {
+			problems = append(problems, fmt.Sprintf("--%s 0s: must be positive (leave the option out for its default)", opt))
+		}
+	}
 	if err := rc.Validate(); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}

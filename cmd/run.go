@@ -16,6 +16,7 @@ import (
 
 	"github.com/oklog/run"
 
+	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/sqlite"
 	"github.com/leaderrun/leaderrun/observe"
@@ -83,6 +84,9 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	holder := rc.Identity
 	if holder == "" {
 		holder = defaultIdentity()
+	}
+	if err := environ.Hide(); err != nil {
+		log.Warn("cannot make this process non-dumpable; other processes of its user can read its memory", "err", err)
 	}
 	l := newLeader(rc, holder, log)
 	l.dsn = dsn
@@ -209,12 +213,27 @@ func (l *leader) run() error {
 		return err
 	}
 	defer store.Close()
+	l.keepSecrets(store)
 	l.useStore(store)
 	rc := l.cfg
 	l.report.campaigning()
 	l.log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
 		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
 	return l.loop()
+}
+
+// keepSecrets blanks, in this process's environment, the variables that may
+// hold the store's credentials, now that the store has read them: the
+// child does not inherit them (childEnv drops leaderrun's own options
+// besides), and /proc/PID/environ no longer shows them.
+func (l *leader) keepSecrets(store lease.Store) {
+	keys := []string{"LEADERRUN_STORE"}
+	if c, ok := store.(lease.Credentialed); ok {
+		keys = append(keys, c.CredentialEnv()...)
+	}
+	if err := environ.Scrub(keys...); err != nil {
+		l.log.Warn("cannot blank the store's credentials in /proc/self/environ", "err", err)
+	}
 }
 
 // useStore makes the loop campaign in store.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults of the timing model (docs/design.md §2). RenewDeadline defaults to
@@ -24,6 +25,33 @@ const (
 	// a kill and the store's expiry.
 	minMargin = time.Second
 )
+
+// Bound is the range an option's duration must lie in.
+type Bound struct {
+	Min, Max time.Duration
+}
+
+// Bounds are the documented ranges of the duration options, by option
+// name. Outside them an option is refused (exit 125): a renew interval of
+// a nanosecond busy-loops against the store, a TTL of years overflows the
+// deadline arithmetic.
+var Bounds = map[string]Bound{
+	"--ttl":             {time.Second, 24 * time.Hour},
+	"--renew-interval":  {10 * time.Millisecond, time.Hour},
+	"--renew-deadline":  {10 * time.Millisecond, 24 * time.Hour},
+	"--kill-grace":      {10 * time.Millisecond, time.Hour},
+	"--restart-delay":   {0, time.Hour},
+	"--acquire-timeout": {0, 365 * 24 * time.Hour},
+}
+
+// CheckBound refuses a duration of option outside Bounds.
+func CheckBound(option string, d time.Duration) error {
+	b, ok := Bounds[option]
+	if !ok || (d >= b.Min && d <= b.Max) {
+		return nil
+	}
+	return &FieldError{Option: option, Value: d.String(), Reason: fmt.Sprintf("must be from %v to %v", b.Min, b.Max)}
+}
 
 // Timing holds the durations of the timing model. Zero fields take their
 // defaults in Normalize.
@@ -125,6 +153,17 @@ func (t Timing) Validate() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	for _, p := range []struct {
+		opt string
+		v   time.Duration
+	}{{"--ttl", t.LeaseDuration}, {"--renew-interval", t.RetryPeriod}, {"--renew-deadline", t.RenewDeadline}, {"--kill-grace", t.KillGrace}} {
+		if err := CheckBound(p.opt, p.v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if t.RetryPeriod >= t.RenewDeadline {
 		bad("--renew-interval", t.RetryPeriod, "must be shorter than --renew-deadline (%v), or no renewal fits before trust ends", t.RenewDeadline)
 	}
@@ -145,11 +184,16 @@ func (c *Config) Validate() error {
 	if err := c.Timing.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.AcquireTimeout < 0 {
-		errs = append(errs, &FieldError{"--acquire-timeout", c.AcquireTimeout.String(), "must not be negative"})
+	if err := CheckBound("--acquire-timeout", c.AcquireTimeout); err != nil {
+		errs = append(errs, err)
 	}
-	if c.RestartDelay < 0 {
-		errs = append(errs, &FieldError{"--restart-delay", c.RestartDelay.String(), "must not be negative"})
+	if err := CheckBound("--restart-delay", c.RestartDelay); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Identity != "" {
+		if err := ValidateIdentity(c.Identity); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		errs = append(errs, &FieldError{Option: "COMMAND", Reason: "missing: give the program to run after --, as in: leaderrun --name relay -- ./relay"})
@@ -160,16 +204,45 @@ func (c *Config) Validate() error {
 // MaxNameLen bounds a lease name.
 const MaxNameLen = 200
 
-// ValidateName checks a lease name: 1 to MaxNameLen printable characters
-// without spaces.
+// ValidateName checks a lease name: 1 to MaxNameLen bytes of valid UTF-8,
+// printable, without spaces (a partition's lease name has one, so that it
+// never collides with a name).
 func ValidateName(name string) error {
 	switch {
 	case name == "":
 		return &FieldError{Option: "--name", Reason: "required: the name of the lease every replica campaigns for"}
+	case !utf8.ValidString(name):
+		return &FieldError{"--name", fmt.Sprintf("%q", name), "must be valid UTF-8"}
 	case len(name) > MaxNameLen:
-		return &FieldError{"--name", fmt.Sprintf("%q", name[:20]+"…"), fmt.Sprintf("longer than %d bytes", MaxNameLen)}
+		return &FieldError{"--name", fmt.Sprintf("%q", truncate(name, 20)), fmt.Sprintf("longer than %d bytes", MaxNameLen)}
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
 		return &FieldError{"--name", fmt.Sprintf("%q", name), "must not contain spaces or control characters"}
 	}
 	return nil
+}
+
+// ValidateIdentity checks a holder identity (--identity, --to): what the
+// store accepts (lease.CheckIdentity: 1 to 200 bytes of valid UTF-8 without
+// control characters), so that no status line can be forged with it.
+func ValidateIdentity(id string) error {
+	switch {
+	case !utf8.ValidString(id):
+		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must be valid UTF-8"}
+	case len(id) > MaxNameLen:
+		return &FieldError{"--identity", fmt.Sprintf("%q", truncate(id, 20)), fmt.Sprintf("longer than %d bytes", MaxNameLen)}
+	case id == "" || strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must be 1 or more characters without control characters"}
+	}
+	return nil
+}
+
+// truncate returns at most n bytes of s, cut at a rune boundary, and "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

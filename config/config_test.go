@@ -119,3 +119,39 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestBounds(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		option string // the option the error must name; "" means valid
+	}{
+		{"renew interval of a nanosecond", Config{Timing: Timing{RetryPeriod: time.Nanosecond}}, "--renew-interval"},
+		{"a ttl of years", Config{Timing: Timing{LeaseDuration: 100000 * time.Hour}}, "--ttl"},
+		{"a kill grace of a nanosecond", Config{Timing: Timing{KillGrace: time.Nanosecond}}, "--kill-grace"},
+		{"a restart delay of two hours", Config{RestartDelay: 2 * time.Hour}, "--restart-delay"},
+		{"a negative restart delay", Config{RestartDelay: -time.Second}, "--restart-delay"},
+		{"no restart delay", Config{RestartDelay: 0}, ""},
+		{"a negative acquire timeout", Config{AcquireTimeout: -time.Second}, "--acquire-timeout"},
+		{"an identity with a newline", Config{Identity: "a\nb"}, "--identity"},
+		{"an identity that is not UTF-8", Config{Identity: "a\xffb"}, "--identity"},
+		{"an identity of 6000 bytes", Config{Identity: strings.Repeat("x", 6000)}, "--identity"},
+		{"a name that is not UTF-8", Config{Name: "relay\xff"}, "--name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			if c.Name == "" {
+				c.Name = "relay"
+			}
+			c.Command = []string{"cmd"}
+			err := c.Validate()
+			switch {
+			case tc.option == "" && err != nil:
+				t.Errorf("Validate = %v, want nil", err)
+			case tc.option != "" && (err == nil || !strings.Contains(err.Error(), tc.option)):
+				t.Errorf("Validate = %v, want an error naming %s", err, tc.option)
+			}
+		})
+	}
+}

@@ -141,3 +141,12 @@ type Store interface {
 	// more than once is safe.
 	Close() error
 }
+
+// Credentialed is implemented by a store that takes credentials from
+// environment variables (PostgreSQL's PGPASSWORD, a variable an etcd DSN
+// names). leaderrun keeps those variables from its command, and blanks
+// them in its own environment once the store is open.
+type Credentialed interface {
+	// CredentialEnv names the variables; they need not be set.
+	CredentialEnv() []string
+}

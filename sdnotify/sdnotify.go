@@ -71,8 +71,16 @@ func watchdogInterval(usec, pid string, self int) time.Duration {
 	if err != nil || u == 0 {
 		return 0
 	}
+	// Bound it before multiplying: near its maximum the product would
+	// wrap to a few nanoseconds and flood the service manager.
+	if u > uint64(maxWatchdog/time.Microsecond) {
+		return maxWatchdog / 2
+	}
 	return time.Duration(u) * time.Microsecond / 2
 }
+
+// maxWatchdog caps WATCHDOG_USEC: keep-alives at least every half day.
+const maxWatchdog = 24 * time.Hour
 
 // Ready tells the service manager that start-up has finished ("READY=1").
 func (n *Notifier) Ready() error { return n.Notify("READY=1") }

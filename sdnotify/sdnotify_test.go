@@ -191,6 +191,8 @@ func TestWatchdogInterval(t *testing.T) {
 		{"zero", "0", "", 0},
 		{"negative", "-5", "", 0},
 		{"not a number", "10s", "", 0},
+		{"near its maximum", "9223372036854775807", "", 12 * time.Hour},
+		{"a year", "31536000000000", "", 12 * time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")

@@ -101,7 +101,7 @@ func (c *Child) run(path string, started chan<- error) {
 	runtime.KeepAlive(c.spec.Stdout)
 	runtime.KeepAlive(c.spec.Stderr)
 	if ns != nil {
-		ns.write.Close()
+		ns.forked()
 	}
 	if err != nil {
 		if ns != nil {

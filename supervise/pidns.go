@@ -1,6 +1,9 @@
 package supervise
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,13 +25,23 @@ import (
 // kernel kills every process left in the namespace: no descendant survives,
 // wherever it moved in the process tree.
 
-// initEnv marks the namespace's init. Its value is "FD SIGNAL GRACE": the
-// status pipe's descriptor, the stop signal and the kill grace in
-// nanoseconds.
+// initEnv marks the namespace's init. Its value is "FD SIGNAL GRACE NONCE":
+// the status pipe's descriptor, the stop signal, the kill grace in
+// nanoseconds, and a random nonce that the parent also writes to the
+// handshake pipe. A variable alone, which anyone can set, never makes a
+// process the init: it must also be PID 1 of a namespace whose creator is
+// outside it, and read the same nonce from the handshake pipe.
 const initEnv = "LEADERRUN_INTERNAL_PIDNS_INIT"
 
-// initStatusFD is where the init finds the write end of the status pipe.
-const initStatusFD = 3
+// initStatusFD is where the init finds the write end of the status pipe,
+// initHandshakeFD the read end of the handshake pipe.
+const (
+	initStatusFD    = 3
+	initHandshakeFD = 4
+)
+
+// handshakeWait bounds how long a would-be init waits for the nonce.
+const handshakeWait = 5 * time.Second
 
 // ErrNamespace means a PID namespace could not be created: that takes root
 // or CAP_SYS_ADMIN.
@@ -35,8 +49,46 @@ var ErrNamespace = errors.New("cannot create a PID namespace (needs root or CAP_
 
 // IsNamespaceInit reports whether this process was started by Start as the
 // init of a PID namespace. Such a process must run RunInit and exit with
-// its result before doing anything else.
-func IsNamespaceInit() bool { return os.Getenv(initEnv) != "" }
+// its result before doing anything else. Only the first call checks; it
+// may wait up to handshakeWait for the parent's nonce.
+func IsNamespaceInit() bool {
+	isInitOnce.Do(func() { isInit = checkInit() })
+	return isInit
+}
+
+var (
+	isInitOnce sync.Once
+	isInit     bool
+)
+
+// checkInit verifies that leaderrun made this process a namespace's init:
+// the variable, PID 1 with a parent outside the namespace (getppid is 0),
+// and the nonce on the handshake pipe.
+func checkInit() bool {
+	v := os.Getenv(initEnv)
+	if v == "" || os.Getpid() != 1 || os.Getppid() != 0 {
+		return false
+	}
+	_, _, _, nonce, err := parseInitEnv(v)
+	if err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(initHandshakeFD, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	if unix.SetNonblock(initHandshakeFD, true) != nil {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: initHandshakeFD, Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, int(handshakeWait.Milliseconds())); err != nil || n != 1 {
+		return false
+	}
+	buf := make([]byte, len(nonce)+1)
+	n, _ := unix.Read(initHandshakeFD, buf)
+	unix.Close(initHandshakeFD)
+	return n == len(nonce) && subtle.ConstantTimeCompare(buf[:n], []byte(nonce)) == 1
+}
 
 // RunInit is the init of a PID namespace that Start created: it runs the
 // command named by its arguments (path, then argv), forwards the signals it
@@ -45,7 +97,7 @@ func IsNamespaceInit() bool { return os.Getenv(initEnv) != "" }
 // command's Status to its parent through the status pipe, and returns the
 // exit code for this process.
 func RunInit(sigs <-chan os.Signal) int {
-	fd, stopSig, grace, err := parseInitEnv(os.Getenv(initEnv))
+	fd, stopSig, grace, _, err := parseInitEnv(os.Getenv(initEnv))
 	os.Unsetenv(initEnv)
 	if err != nil || len(os.Args) < 3 {
 		fmt.Fprintf(os.Stderr, "leaderrun: namespace init: bad arguments (%v)\n", err)
@@ -88,22 +140,22 @@ func remountProc() {
 	unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
-func initEnvValue(stop syscall.Signal, grace time.Duration) string {
-	return fmt.Sprintf("%s=%d %d %d", initEnv, initStatusFD, int(stop), int64(grace))
+func initEnvValue(stop syscall.Signal, grace time.Duration, nonce string) string {
+	return fmt.Sprintf("%s=%d %d %d %s", initEnv, initStatusFD, int(stop), int64(grace), nonce)
 }
 
-func parseInitEnv(v string) (fd int, stop syscall.Signal, grace time.Duration, err error) {
+func parseInitEnv(v string) (fd int, stop syscall.Signal, grace time.Duration, nonce string, err error) {
 	f := strings.Fields(v)
-	if len(f) != 3 {
-		return 0, 0, 0, fmt.Errorf("%s=%q", initEnv, v)
+	if len(f) != 4 {
+		return 0, 0, 0, "", fmt.Errorf("%s: want 4 fields", initEnv)
 	}
 	n := make([]int64, 3)
-	for i, s := range f {
+	for i, s := range f[:3] {
 		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("%s=%q: %w", initEnv, v, err)
+			return 0, 0, 0, "", fmt.Errorf("%s: %w", initEnv, err)
 		}
 	}
-	return int(n[0]), syscall.Signal(n[1]), time.Duration(n[2]), nil
+	return int(n[0]), syscall.Signal(n[1]), time.Duration(n[2]), f[3], nil
 }
 
 // encodeStatus and decodeStatus carry a Status through the status pipe.
@@ -127,6 +179,19 @@ func decodeStatus(b []byte) (Status, bool) {
 type nsLaunch struct {
 	status *os.File // read end of the status pipe
 	write  *os.File // write end, closed in this process once forked
+	// The handshake pipe: the init reads the nonce from hsRead; this
+	// process writes it to hsWrite once forked.
+	hsRead, hsWrite *os.File
+	nonce           string
+}
+
+// forked is called once the init runs: this process's copies of the
+// child's pipe ends are closed and the nonce is sent.
+func (l *nsLaunch) forked() {
+	l.write.Close()
+	l.hsRead.Close()
+	io.WriteString(l.hsWrite, l.nonce)
+	l.hsWrite.Close()
 }
 
 // prepareNamespace rewrites what run forks: path and args become this
@@ -141,11 +206,20 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, [
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("start %q in a PID namespace: %w", c.spec.Path, err)
 	}
-	attr.Files = append(attr.Files, w.Fd())
-	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], initEnvValue(c.spec.StopSignal, c.spec.KillGrace))
+	hr, hw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return "", nil, nil, fmt.Errorf("start %q in a PID namespace: %w", c.spec.Path, err)
+	}
+	b := make([]byte, 16)
+	rand.Read(b)
+	l := &nsLaunch{status: r, write: w, hsRead: hr, hsWrite: hw, nonce: hex.EncodeToString(b)}
+	attr.Files = append(attr.Files, w.Fd(), hr.Fd())
+	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], initEnvValue(c.spec.StopSignal, c.spec.KillGrace, l.nonce))
 	attr.Sys.Cloneflags = unix.CLONE_NEWPID | unix.CLONE_NEWNS
 	args := append([]string{os.Args[0], path}, c.spec.Args...)
-	return self, args, &nsLaunch{status: r, write: w}, nil
+	return self, args, l, nil
 }
 
 // finish reads the command's status that the init reported; the init's own

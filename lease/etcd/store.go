@@ -54,6 +54,8 @@ type Store struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
+	passwordEnv string // the variable the password came from, if any
+
 	// waiting, when set (by tests), runs in Wait and WaitGroup once etcd
 	// confirmed their watch and their read found no change: from then on
 	// only an event wakes them.
@@ -118,6 +120,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		prefix:   cfg.prefix,
 		client:   client,
 		closed:   make(chan struct{}),
+
+		passwordEnv: cfg.params[paramPasswordEnv],
 	}
 	if err := s.checkAccess(ctx, tlsCfg, cfg.hosts); err != nil {
 		s.Close()
@@ -208,3 +212,12 @@ func (s *Store) wrap(op string, err error) error {
 
 // errTTL is returned for a lease duration that is not positive.
 var errTTL = errors.New("lease duration must be positive")
+
+// CredentialEnv implements lease.Credentialed: the variable password_env
+// names, if any.
+func (s *Store) CredentialEnv() []string {
+	if s.passwordEnv == "" {
+		return nil
+	}
+	return []string{s.passwordEnv}
+}

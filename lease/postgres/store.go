@@ -202,3 +202,10 @@ func (s *Store) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 
 // errTTL is returned for a lease duration that is not positive.
 var errTTL = errors.New("lease duration must be positive")
+
+// CredentialEnv implements lease.Credentialed: the libpq variables that
+// carry a password or point at one (PGPASSWORD, PGPASSFILE,
+// PGSERVICEFILE), which pgx reads.
+func (s *Store) CredentialEnv() []string {
+	return []string{"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE"}
+}
