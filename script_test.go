@@ -108,6 +108,7 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			"waitgrep": cmdWaitGrep,
 			"exitcode": cmdExitCode,
 			"steal":    cmdSteal,
+			"storesql": cmdStoreSQL,
 			"proxy":    cmdProxy,
 			"earlier":  cmdEarlier,
 			"renewed":  cmdRenewed,
@@ -311,26 +312,42 @@ func cmdSteal(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: steal NAME")
 	}
+	name := strings.ReplaceAll(args[0], "'", "''")
+	if n := storeExec(ts, "UPDATE leases SET holder = 'thief', token = token + 1 WHERE name = '"+name+"'"); n != 1 {
+		ts.Fatalf("no lease %q to steal", args[0])
+	}
+}
+
+// storesql STATEMENT: run an SQL statement in the store that
+// $LEADERRUN_STORE names, behind leaderrun's back, as an operator or an
+// attacker with access to the store might.
+func cmdStoreSQL(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: storesql STATEMENT")
+	}
+	storeExec(ts, args[0])
+}
+
+// storeExec runs query in the SQLite or PostgreSQL store of
+// $LEADERRUN_STORE and returns how many rows it affected.
+func storeExec(ts *testscript.TestScript, query string) int64 {
 	dsn := ts.Getenv("LEADERRUN_STORE")
-	var n int64
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:"))
 		ts.Check(err)
 		defer db.Close()
-		res, err := db.Exec(`UPDATE leases SET holder = 'thief', token = token + 1 WHERE name = ?`, args[0])
+		res, err := db.Exec(query)
 		ts.Check(err)
-		n, _ = res.RowsAffected()
+		n, _ := res.RowsAffected()
+		return n
 	case strings.HasPrefix(dsn, "postgres"):
-		var err error
-		n, err = pgtest.Exec(dsn, `UPDATE leases SET holder = 'thief', token = token + 1 WHERE name = $1`, args[0])
+		n, err := pgtest.Exec(dsn, query)
 		ts.Check(err)
-	default:
-		ts.Fatalf("steal: no way to steal from %s", dsn)
+		return n
 	}
-	if n != 1 {
-		ts.Fatalf("no lease %q to steal", args[0])
-	}
+	ts.Fatalf("no way to run SQL in %s", dsn)
+	return 0
 }
 
 // proxy start NAME: start a TCP proxy to the test PostgreSQL server and set

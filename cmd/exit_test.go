@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
@@ -52,5 +58,56 @@ func TestSplitCommand(t *testing.T) {
 		if !slices.Equal(own, tc.own) || !slices.Equal(command, tc.command) {
 			t.Errorf("splitCommand(%q) = %q, %q; want %q, %q", tc.args, own, command, tc.own, tc.command)
 		}
+	}
+}
+
+func TestReadStoreFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want, err, warning string
+	}{
+		{"one line", write("a", "postgres://u@h/db\n", 0o600), "postgres://u@h/db", "", ""},
+		{"no final newline, spaces", write("b", "  sqlite:/x.db \r", 0o600), "sqlite:/x.db", "", ""},
+		{"a byte order mark", write("c", "\uFEFFsqlite:/x.db\nsecond", 0o600), "sqlite:/x.db", "", ""},
+		{"a blank first line", write("d", "\nsqlite:/x.db\n", 0o600), "", "first line is empty", ""},
+		{"readable by others", write("e", "sqlite:/x.db\n", 0o644), "sqlite:/x.db", "", "readable by users other than its owner"},
+		{"a FIFO without a writer", fifo, "", "not a regular file", ""},
+		{"/dev/zero", "/dev/zero", "", "not a regular file", ""},
+		{"a line too long", write("f", strings.Repeat("x", maxStoreFileLine+10), 0o600), "", "no line break", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var dsn, warning string
+			var err error
+			go func() { dsn, warning, err = readStoreFile(tc.path); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("readStoreFile blocked")
+			}
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("err = %v, want one saying %q", err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Errorf("err = %v", err)
+			case dsn != tc.want:
+				t.Errorf("dsn = %q, want %q", dsn, tc.want)
+			case !strings.Contains(warning, tc.warning) || (tc.warning == "" && warning != ""):
+				t.Errorf("warning = %q, want %q", warning, tc.warning)
+			}
+		})
 	}
 }

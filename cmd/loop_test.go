@@ -131,16 +131,22 @@ func (c *fakeChild) end(st supervise.Status) {
 // starter starts fake children and hands each to the test.
 type starter struct {
 	ev      *events
-	mu      sync.Mutex // guards n
+	mu      sync.Mutex // guards n and fail
 	n       int
+	fail    error // when set, the next start fails with it
 	started chan *fakeChild
 }
 
 func (s *starter) start(spec supervise.Spec) (child, error) {
 	s.mu.Lock()
-	n := s.n
+	n, fail := s.n, s.fail
+	s.fail = nil
 	s.n++
 	s.mu.Unlock()
+	if fail != nil {
+		s.ev.add("failed to start %d", n)
+		return nil, fail
+	}
 	c := &fakeChild{n: n, ev: s.ev, done: make(chan struct{})}
 	s.ev.add("started %d token=%s", n, envValue(spec.Env, "LEADERRUN_TOKEN"))
 	s.started <- c
@@ -185,8 +191,8 @@ func testTiming() config.Timing {
 }
 
 // startLoop runs a leader loop for holder "a" of "relay"; adjust changes
-// its configuration first.
-func startLoop(t *testing.T, adjust func(*runConfig)) *loop {
+// its configuration first, and each of before is applied before it starts.
+func startLoop(t *testing.T, adjust func(*runConfig), before ...func(*loop)) *loop {
 	ev := &events{}
 	m := &leasetest.Memory{}
 	rc := runConfig{Config: config.Config{Name: "relay", Timing: testTiming(),
@@ -200,6 +206,9 @@ func startLoop(t *testing.T, adjust func(*runConfig)) *loop {
 	lp.l.start = lp.st.start
 	lp.l.clock = func() time.Duration { return time.Since(lp.start) }
 	lp.l.useStore(loggingStore{Memory: m, ev: ev})
+	for _, b := range before {
+		b(lp)
+	}
 	go func() { lp.errc <- lp.l.loop() }()
 	return lp
 }
@@ -373,5 +382,25 @@ func TestLoopTokensIncreaseAcrossTenures(t *testing.T) {
 			}
 			last = token
 		}
+	})
+}
+
+// TestLoopFailedStartEndsTheTenureNotLeaderrun: a command that cannot
+// start (no file descriptors left, a binary being replaced) hands the name
+// back and is tried again after the restart delay; leaderrun goes on.
+func TestLoopFailedStartEndsTheTenureNotLeaderrun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil, func(lp *loop) { lp.st.fail = fmt.Errorf("start %q: %w", "cmd", syscall.EMFILE) })
+		c := lp.next(time.Minute)
+		if !lp.ev.before("failed to start 0", "released") || !lp.ev.before("released", "started 1") {
+			t.Errorf("events %q: want the failed start, the release, then a new start", lp.ev.list())
+		}
+		select {
+		case err := <-lp.errc:
+			t.Fatalf("the loop ended with %v after a failed start", err)
+		default:
+		}
+		c.exit(0)
+		lp.end()
 	})
 }

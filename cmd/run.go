@@ -85,6 +85,9 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	if holder == "" {
 		holder = defaultIdentity()
 	}
+	if err := supervise.Check(supervise.Spec{Path: rc.Command[0]}); err != nil {
+		return err // 127 or 126, before campaigning
+	}
 	if err := environ.Hide(); err != nil {
 		log.Warn("cannot make this process non-dumpable; other processes of its user can read its memory", "err", err)
 	}
@@ -288,11 +291,11 @@ func (l *leader) loop() error {
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
-		end, err := l.serve(ten, log)
+		end := l.serve(ten, log)
 		l.release(ten, log, end.why)
 		l.report.ended(ten, end.status, end.exited)
-		if err != nil {
-			return err
+		if end.startErr != nil && l.cfg.Once {
+			return end.startErr
 		}
 		previous = end.why
 		status := end.status
@@ -367,15 +370,18 @@ func (l *leader) campaignError(ctx context.Context, err error) error {
 
 // tenureEnd is how a tenure's command ended.
 type tenureEnd struct {
-	status  supervise.Status
-	exited  bool   // the command ended on its own
-	stopped bool   // leaderrun's stop ended it: the run ends with its status
-	why     string // for the tenure's last log line
+	// startErr is why the command did not start (a missing binary, no
+	// file descriptors left): the tenure ends as if it had failed at once.
+	startErr error
+	status   supervise.Status
+	exited   bool   // the command ended on its own
+	stopped  bool   // leaderrun's stop ended it: the run ends with its status
+	why      string // for the tenure's last log line
 }
 
 // serve runs the command for one tenure and returns how it ended once it
 // and every descendant are dead.
-func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd, err error) {
+func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd) {
 	// Hold mu from fork to publication, so that a signal arriving as the
 	// child starts waits for it instead of finding no child to forward to.
 	l.mu.Lock()
@@ -393,7 +399,14 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd, err 
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return tenureEnd{why: "command did not start"}, err
+		// Not the end of leaderrun: give the name back so that another
+		// replica can lead, and try again after the restart delay.
+		log.Error("command did not start; handing the name back", "err", err)
+		code := ExitNotExecutable
+		if errors.Is(err, supervise.ErrNotFound) {
+			code = ExitNotFound
+		}
+		return tenureEnd{startErr: err, exited: true, status: supervise.Status{Code: code}, why: "command did not start"}
 	}
 	defer l.setCurrent(nil)
 
@@ -406,10 +419,10 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd, err 
 			// child alone; like a shell, take it as meant for us too.
 			l.stop(sig)
 			end.stopped, end.why = true, l.stopReason()
-			return end, nil
+			return end
 		}
 		end.why = "command " + end.status.String()
-		return end, nil
+		return end
 	case <-ten.Context().Done():
 		cause := context.Cause(ten.Context())
 		end.why = cause.Error()
@@ -424,7 +437,7 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd, err 
 		end.status = child.StopWith(l.stopSig)
 	}
 	log.Info("command stopped", "status", end.status.String())
-	return end, nil
+	return end
 }
 
 // release hands the name back; the child and its descendants are dead by

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -153,7 +157,7 @@ func printTable(w io.Writer, recs []lease.Record) error {
 		if r.Held() {
 			left = timeLeft(r).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.State(), r.Holder, r.Token,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shown(r.Name), r.State(), shown(r.Holder), r.Token,
 			fmtTime(r.Acquired), fmtTime(r.Renewed), left)
 	}
 	return tw.Flush()
@@ -164,4 +168,14 @@ func fmtTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Round(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
+}
+
+// shown is s as an operator command prints it in text: as it is when it is
+// printable UTF-8 without spaces, else quoted, so that what a store holds
+// (a tampered record, say) can neither forge a line nor move the terminal.
+func shown(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }

@@ -63,6 +63,8 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	switch {
 	case c.IsSet("to") && to == "":
 		return usagef("--to: empty identity")
+	case to != "" && config.ValidateIdentity(to) != nil:
+		return usagef("--to %q: must be an identity: no control characters, at most %d bytes of UTF-8", to, config.MaxNameLen)
 	case window < time.Millisecond:
 		return usagef("--window %v: must be at least 1ms", window)
 	case c.Duration("timeout") <= 0:
@@ -85,10 +87,10 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	w := c.App.Writer
 	if to != "" {
 		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; only %s may take over for %s\n",
-			name, rec.Holder, rec.Token, to, window)
+			name, shown(rec.Holder), rec.Token, shown(to), window)
 	} else {
 		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; it may not take the name back for %s\n",
-			name, rec.Holder, rec.Token, window)
+			name, shown(rec.Holder), rec.Token, window)
 	}
 	if !c.Bool("wait") {
 		return nil
@@ -105,7 +107,7 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 		return fmt.Errorf("step-down of %q: %w", name, err)
 	}
 	fmt.Fprintf(w, "%s: new leader %s (token %d) after %s\n",
-		name, next.Holder, next.Token, time.Since(start).Round(time.Millisecond))
+		name, shown(next.Holder), next.Token, time.Since(start).Round(time.Millisecond))
 	if to != "" && next.Holder != to {
 		return fmt.Errorf("step-down of %q: %s took the name, not %s: %w", name, next.Holder, to, errStepDownRefused)
 	}

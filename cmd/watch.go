@@ -125,12 +125,12 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 		json.NewEncoder(e.w).Encode(ev)
 		return key
 	}
-	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(time.RFC3339Nano), event, rec.Name)
+	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(time.RFC3339Nano), event, shown(rec.Name))
 	if rec.Holder != "" {
-		line += fmt.Sprintf(" holder=%s token=%d", rec.Holder, rec.Token)
+		line += fmt.Sprintf(" holder=%s token=%d", shown(rec.Holder), rec.Token)
 	}
 	if successor != "" {
-		line += " successor=" + successor
+		line += " successor=" + shown(successor)
 	}
 	fmt.Fprintln(e.w, line)
 	return key

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,6 +17,14 @@ import (
 // shutdownTimeout bounds how long Serve waits for requests in flight once
 // its context ends.
 const shutdownTimeout = 5 * time.Second
+
+// Limits of the HTTP server, so that idle or slow clients cannot use up
+// leaderrun's file descriptors (and with them, the next child's fork).
+var (
+	maxConns    = 64               // connections served at once; more wait in the kernel's backlog
+	idleTimeout = 30 * time.Second // an idle keep-alive connection is closed after this
+	ioTimeout   = 10 * time.Second // reading a request, writing a response
+)
 
 // Handler serves the Observer's routes:
 //
@@ -66,9 +75,14 @@ func (o *Observer) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
 		Handler:           o.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       ioTimeout,
+		WriteTimeout:      ioTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          o.errorLog,
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
+	go func() { served <- srv.Serve(limitListener(l, maxConns)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve http on %s: %w", l.Addr(), err)
@@ -102,4 +116,37 @@ func Listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("--http-addr %s: %w", addr, cause)
 	}
 	return l, nil
+}
+
+// limitListener accepts at most n connections at a time: Accept waits
+// until one of them is closed.
+func limitListener(l net.Listener, n int) net.Listener {
+	return &limited{Listener: l, slots: make(chan struct{}, n)}
+}
+
+type limited struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

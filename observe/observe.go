@@ -41,6 +41,8 @@ package observe
 import (
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -75,6 +77,7 @@ type Observer struct {
 	name, holder  string
 	renewDeadline time.Duration
 	now           func() time.Time // replaced in tests
+	errorLog      *log.Logger      // the HTTP server's; nil: the log package's default
 
 	reg        *prometheus.Registry
 	leadingG   prometheus.Gauge
@@ -298,4 +301,11 @@ func (o *Observer) state() leaderState {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return leaderState{Name: o.name, Holder: o.holder, Leading: o.leading, Token: o.token}
+}
+
+// SetLogger makes the HTTP server report its own errors (a client that
+// hung up, a malformed request) through logger, at warning level, so that
+// they are formatted like leaderrun's other lines.
+func (o *Observer) SetLogger(logger *slog.Logger) {
+	o.errorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 }

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -555,4 +556,56 @@ func Example() {
 	// Output:
 	// 200 OK {"name":"jobs","holder":"host-a:1","leading":true,"token":42}
 	// <nil>
+}
+
+// TestConnectionsAreCapped: connections beyond the cap wait in the
+// kernel's backlog instead of taking file descriptors, and idle ones are
+// closed.
+func TestConnectionsAreCapped(t *testing.T) {
+	defer func(n int, idle time.Duration) { maxConns, idleTimeout = n, idle }(maxConns, idleTimeout)
+	maxConns, idleTimeout = 2, 500*time.Millisecond
+	o := New("relay", "a", 8*time.Second)
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- o.Serve(ctx, l) }()
+	defer func() { cancel(); <-served }()
+
+	get := func(c net.Conn) error {
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		_, err := http.ReadResponse(bufio.NewReader(c), nil)
+		return err
+	}
+	var conns []net.Conn
+	for i := range 3 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		err = get(c)
+		if i < 2 && err != nil {
+			t.Fatalf("request on connection %d within the cap: %v", i+1, err)
+		}
+		if i == 2 && err == nil {
+			t.Fatal("a third connection was served while two were open, with a cap of 2")
+		}
+	}
+	// The idle connections are closed by the server, which frees the slots.
+	time.Sleep(idleTimeout + 200*time.Millisecond)
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := get(c); err != nil {
+		t.Errorf("request after the idle connections were closed: %v", err)
+	}
 }

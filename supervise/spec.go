@@ -109,6 +109,16 @@ next:
 	return out
 }
 
+// Check reports whether Start could execute the command that spec names,
+// without starting anything: the error wraps ErrNotFound or
+// ErrNotExecutable. leaderrun calls it before it campaigns, so that a
+// replica whose command is broken says so at once instead of at failover.
+func Check(spec Spec) error {
+	spec = spec.withDefaults()
+	_, err := spec.lookPath()
+	return err
+}
+
 // lookPath resolves s.Path the way execvp does, against the PATH in s.Env.
 // The error wraps ErrNotFound or ErrNotExecutable.
 func (s Spec) lookPath() (string, error) {
