@@ -6,8 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -21,12 +23,13 @@ import (
 var Version = "dev"
 
 const usageText = `leaderrun [options] -- COMMAND [ARG...]
-   leaderrun status [--name NAME] [--json]
-   leaderrun watch --name NAME [--json]
-   leaderrun step-down --name NAME [--to IDENTITY] [--wait]
-   leaderrun version
+leaderrun status [--json] [--store DSN] [NAME]
+leaderrun watch [--json] [--store DSN] NAME
+leaderrun step-down [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
+leaderrun version | --version
+leaderrun help [COMMAND]`
 
-Every replica runs the same line. Each campaigns for the lease NAME in a
+const description = `Every replica runs the same line. Each campaigns for the lease NAME in a
 shared store; the one that holds it runs COMMAND, the others stand by. When
 the leader stops renewing (crash, partition, shutdown, the command exited),
 another replica takes the lease and starts its own COMMAND.
@@ -40,10 +43,14 @@ command writes reject tokens lower than one it has seen. Everything after
 On lost tenure the command's process group gets --stop-signal and, after
 --kill-grace, SIGKILL; descendants that left the group are killed too.
 
+--name, --store and --store-file also work before status, watch and
+step-down; the other options mean nothing there and are refused.
+
 Examples:
    leaderrun --name relay -- ./relay --port 7000
    leaderrun --name relay --store postgres://app@db/app -- ./relay
-   leaderrun --name nightly --once --acquire-timeout 10s -- ./report.sh
+   leaderrun --name nightly --once --hold-at-least 1h --acquire-timeout 10s -- ./report.sh
+   leaderrun status --store postgres://app@db/app
 
 Exit status: the command's; 124 not acquired within --acquire-timeout;
 125 leaderrun's own error (options, configuration, store refused);
@@ -60,18 +67,20 @@ func env(option string) []string {
 func App() *cli.App { return newApp(nil, nil, io.Discard, io.Discard) }
 
 func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *cli.App {
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print leaderrun's version", DefaultText: "off"}
+	cli.AppHelpTemplate = strings.ReplaceAll(cli.AppHelpTemplate, "GLOBAL OPTIONS", "OPTIONS")
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "leaderrun %s\n", Version) }
 	return &cli.App{
-		Name:            "leaderrun",
-		Usage:           "run a command on exactly one replica at a time",
-		UsageText:       usageText,
-		Version:         Version,
-		HideVersion:     true,
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		ExitErrHandler:  func(*cli.Context, error) {}, // Main decides exit codes
-		OnUsageError:    onUsageError,
-		HideHelpCommand: true,
-		Flags:           runFlags(),
+		Name:           "leaderrun",
+		Usage:          "run a command on exactly one replica at a time",
+		UsageText:      usageText,
+		Description:    description,
+		Version:        Version,
+		Writer:         stdout,
+		ErrWriter:      stderr,
+		ExitErrHandler: func(*cli.Context, error) {}, // Main decides exit codes
+		OnUsageError:   onUsageError,
+		Flags:          runFlags(),
 		Action: func(c *cli.Context) error {
 			cfg, logs, err := configFrom(c, command)
 			if err != nil {
@@ -79,35 +88,80 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 			}
 			return runLeader(c.Context, sigs, cfg, logs.logger(c.App.ErrWriter))
 		},
-		Commands: []*cli.Command{
+		Commands: withUsageErrors(
 			statusCommand(),
 			watchCommand(sigs),
 			stepDownCommand(sigs),
 			versionCommand(),
-		},
+		),
 	}
 }
 
+// withUsageErrors makes every command's bad options an error that Main
+// reports (exit 125), instead of a message urfave/cli prints itself.
+func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+	}
+	return cmds
+}
+
+// singleDash is an option as the flag package names it in its errors
+// ("-window"); leaderrun's options are written with two dashes.
+var singleDash = regexp.MustCompile(`(^|[^-\w])-([A-Za-z][\w-]*)`)
+
 func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return &usageError{err}
+	return &usageError{errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))}
+}
+
+// bounds describes an option's range (config.Bounds) for its help text.
+func bounds(option string) string {
+	b := config.Bounds["--"+option]
+	return shortDuration(b.Min) + " to " + shortDuration(b.Max)
+}
+
+// shortDuration writes d as time.Duration does, without zero minutes and
+// seconds: 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
-		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN: sqlite:PATH, file:PATH or postgres://… (default: the per-host SQLite file)"},
-		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true, Usage: "read the store DSN from the first line of this file (instead of --store), so a password stays out of the process list"},
-		&cli.StringFlag{Name: "identity", EnvVars: env("identity"), Usage: "this replica's holder identity (default host:pid:random)"},
-		&cli.DurationFlag{Name: "ttl", EnvVars: env("ttl"), Value: config.DefaultLeaseDuration, Usage: "lease duration the store writes; crash failover takes at most this long"},
-		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), Usage: "time between renew attempts (default min(2s, renew deadline / 4))"},
-		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), Usage: "how long a leader trusts its tenure after sending its last successful renew (default ttl − kill-grace − 2s)"},
-		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace, Usage: "time between the stop signal and SIGKILL"},
+		&cli.StringFlag{Name: "store", EnvVars: env("store"), DefaultText: "the per-host SQLite file",
+			Usage: "store DSN: sqlite:PATH, postgres://…, mysql://…, redis://…, etcd://… (see the README)"},
+		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true,
+			Usage: "read the store DSN from the first line of this file instead, so a password stays out of the process list"},
+		&cli.StringFlag{Name: "identity", EnvVars: env("identity"), DefaultText: "host:pid:random", Usage: "this replica's holder identity"},
+		&cli.DurationFlag{Name: "ttl", EnvVars: env("ttl"), Value: config.DefaultLeaseDuration,
+			Usage: "lease duration the store writes; crash failover takes at most this long (" + bounds("ttl") + ")"},
+		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), DefaultText: "min(2s, renew deadline / 4)",
+			Usage: "time between renew attempts (" + bounds("renew-interval") + ")"},
+		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), DefaultText: "ttl - kill-grace - 2s",
+			Usage: "how long a leader trusts its tenure after sending its last successful renew (" + bounds("renew-deadline") + ")"},
+		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace,
+			Usage: "time between the stop signal and SIGKILL (" + bounds("kill-grace") + ")"},
 		&cli.StringFlag{Name: "stop-signal", EnvVars: env("stop-signal"), Value: "TERM", Usage: "signal that asks the command to stop"},
-		&cli.BoolFlag{Name: "pid-namespace", EnvVars: env("pid-namespace"), Usage: "run COMMAND in a new PID namespace, so that every descendant dies with leaderrun even when leaderrun is SIGKILLed (needs root or CAP_SYS_ADMIN; COMMAND's parent is then PID 1 of that namespace)"},
-		&cli.BoolFlag{Name: "once", EnvVars: env("once"), Usage: "exit with the command's status after one tenure instead of campaigning again"},
-		&cli.DurationFlag{Name: "acquire-timeout", EnvVars: env("acquire-timeout"), Usage: "give up (exit 124) when the lease is not acquired within this long (default: wait for ever)"},
-		&cli.DurationFlag{Name: "restart-delay", EnvVars: env("restart-delay"), Value: config.DefaultRestartDelay, Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m"},
-		&cli.StringFlag{Name: "http-addr", EnvVars: env("http-addr"), Usage: "serve /healthz, /leader (200 leading, 503 standby) and /metrics on this address, e.g. 127.0.0.1:9090 (default off)"},
+		&cli.BoolFlag{Name: "pid-namespace", EnvVars: env("pid-namespace"), DefaultText: "off",
+			Usage: "run COMMAND in a new PID namespace, so that every descendant dies with leaderrun even when leaderrun is SIGKILLed (needs root or CAP_SYS_ADMIN; COMMAND's parent is then PID 1 of that namespace)"},
+		&cli.BoolFlag{Name: "once", EnvVars: env("once"), DefaultText: "off",
+			Usage: "exit with the command's status after one tenure instead of campaigning again"},
+		&cli.DurationFlag{Name: "hold-at-least", EnvVars: env("hold-at-least"), DefaultText: "0s: release at once",
+			Usage: "keep the lease, once acquired, for at least this long, also after the command exited, and then let it expire instead of releasing it: with --once, the command runs once per this long across the replicas (" + bounds("hold-at-least") + ")"},
+		&cli.DurationFlag{Name: "acquire-timeout", EnvVars: env("acquire-timeout"), DefaultText: "wait for ever",
+			Usage: "give up (exit 124) when the lease is not acquired within this long (" + bounds("acquire-timeout") + ")"},
+		&cli.DurationFlag{Name: "restart-delay", EnvVars: env("restart-delay"), Value: config.DefaultRestartDelay,
+			Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m (" + bounds("restart-delay") + ")"},
+		&cli.StringFlag{Name: "http-addr", EnvVars: env("http-addr"), DefaultText: "off",
+			Usage: "serve /healthz, /leader (200 leading, 503 standby) and /metrics on this address, e.g. 127.0.0.1:9090"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("log-format"), Value: "text", Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("log-level"), Value: "info", Usage: "log level: debug, info, warn or error"},
 	}
@@ -145,6 +199,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 			KillGrace:     c.Duration("kill-grace"),
 		},
 		Once:           c.Bool("once"),
+		HoldAtLeast:    c.Duration("hold-at-least"),
 		AcquireTimeout: c.Duration("acquire-timeout"),
 		RestartDelay:   c.Duration("restart-delay"),
 		Command:        command,
@@ -185,11 +240,11 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 // giving both is an error. It warns, on stderr, when the file is readable
 // by others.
 func storeDSN(c *cli.Context) (string, error) {
-	file := c.String("store-file")
+	file := option(c, "store-file")
 	if file == "" {
-		return c.String("store"), nil
+		return option(c, "store"), nil
 	}
-	if c.String("store") != "" {
+	if option(c, "store") != "" {
 		return "", usagef("--store and --store-file (or LEADERRUN_STORE and LEADERRUN_STORE_FILE) given together: give one")
 	}
 	dsn, warning, err := readStoreFile(file)
@@ -197,7 +252,7 @@ func storeDSN(c *cli.Context) (string, error) {
 		return "", usagef("--store-file %s: %w", file, err)
 	}
 	if warning != "" {
-		fmt.Fprintf(c.App.ErrWriter, "leaderrun: warning: --store-file %s: %s\n", file, warning)
+		warnLine(c.App.ErrWriter, fmt.Sprintf("--store-file %s: %s", file, warning))
 	}
 	return dsn, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 )
 
@@ -29,9 +30,56 @@ func newLogSettings(format, level string) (*logSettings, error) {
 }
 
 func (s *logSettings) logger(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: s.level}
+	opts := &slog.HandlerOptions{Level: s.level, ReplaceAttr: durationsAsText}
 	if s.json {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationsAsText writes durations as Go writes them ("15s", "1.5ms") in
+// both formats; JSON would otherwise get integer nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
+}
+
+// errorLine writes leaderrun's last line, the error that ends it, in the
+// log format the arguments and environment ask for: one JSON object for
+// --log-format json, so that every line on stderr is one, else
+// "leaderrun: ERROR".
+func errorLine(w io.Writer, args []string, err error) {
+	if !jsonRequested(args) {
+		fmt.Fprintf(w, "leaderrun: %v\n", err)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Error("leaderrun exits", "err", err.Error())
+}
+
+// warnLine writes a warning from before the logger exists, in the format
+// errorLine uses.
+func warnLine(w io.Writer, msg string) {
+	if !jsonRequested(os.Args) {
+		fmt.Fprintf(w, "leaderrun: warning: %s\n", msg)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Warn(msg)
+}
+
+// jsonRequested reports whether --log-format json (or
+// LEADERRUN_LOG_FORMAT=json) was asked for, read from the arguments
+// themselves, because the error may be that they did not parse.
+func jsonRequested(args []string) bool {
+	format := os.Getenv("LEADERRUN_LOG_FORMAT")
+	for i, a := range args {
+		switch {
+		case a == "--log-format" && i+1 < len(args):
+			format = args[i+1]
+		case strings.HasPrefix(a, "--log-format="):
+			format = strings.TrimPrefix(a, "--log-format=")
+		}
+	}
+	return format == "json"
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -402,5 +403,47 @@ func TestLoopFailedStartEndsTheTenureNotLeaderrun(t *testing.T) {
 		}
 		c.exit(0)
 		lp.end()
+	})
+}
+
+// TestLoopHoldAtLeastKeepsTheNameAfterTheChild: with --hold-at-least, the
+// name stays this replica's for that long after it was acquired, also
+// after the command exited, and is then left to expire, never released.
+func TestLoopHoldAtLeastKeepsTheNameAfterTheChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, func(rc *runConfig) { rc.Once, rc.HoldAtLeast = true, time.Minute })
+		start := time.Now()
+		lp.next(time.Second).exit(0)
+		other := lp.m.Handle()
+		time.Sleep(50 * time.Second)
+		if _, err := other.Acquire(context.Background(), "relay", "b", time.Minute); !errors.As(err, new(*lease.HeldError)) {
+			t.Errorf("another replica's Acquire 50s after the command exited = %v, want refused: the name is held for a minute", err)
+		}
+		var err error
+		select {
+		case err = <-lp.errc:
+		case <-time.After(time.Hour):
+			t.Fatal("the --once loop did not end after the hold")
+		}
+		var exit *childExit
+		if !errors.As(err, &exit) || exit.status.Code != 0 {
+			t.Errorf("loop = %v, want the command's exit status 0", err)
+		}
+		if held := time.Since(start); held < time.Minute {
+			t.Errorf("the loop ended %v after the election, want at least --hold-at-least (1m)", held)
+		}
+		for _, ev := range lp.ev.list() {
+			if strings.HasPrefix(ev, "released") {
+				t.Errorf("events %q: the lease was released, want it left to expire", lp.ev.list())
+			}
+		}
+		rec, err := other.Get(context.Background(), "relay")
+		if err != nil || !rec.Held() || rec.Holder != "a" {
+			t.Errorf("right after the hold, record = %+v, %v; want still held by a until it expires", rec, err)
+		}
+		time.Sleep(rec.Remaining + time.Millisecond)
+		if _, err := other.Acquire(context.Background(), "relay", "b", time.Minute); err != nil {
+			t.Errorf("Acquire once the lease expired: %v", err)
+		}
 	})
 }

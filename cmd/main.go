@@ -5,7 +5,6 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -23,7 +22,10 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	}
 	flags, command := splitCommand(args)
 	app := newApp(sigs, command, stdout, stderr)
-	err := app.Run(flags)
+	err := refuseRunOptions(flags, app.Flags, app.Commands)
+	if err == nil {
+		err = app.Run(flags)
+	}
 	var exit *childExit
 	if errors.As(err, &exit) {
 		if exit.status.Signal != 0 && !supervise.IsInit() {
@@ -32,7 +34,7 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 		return exit.status.ExitCode()
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "leaderrun: %v\n", err)
+		errorLine(stderr, flags, err)
 	}
 	return exitCode(err)
 }

@@ -104,6 +104,7 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 			return &usageError{err}
 		}
 		l.log.Info("serving /healthz, /leader and /metrics", "addr", ln.Addr().String())
+		l.report.obs.SetLogger(l.log)
 		ctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return l.report.obs.Serve(ctx, ln) }, func(error) { cancel() })
 	}
@@ -287,12 +288,17 @@ func (l *leader) loop() error {
 		if err != nil {
 			return err
 		}
+		electedAt := time.Now()
 		log := l.log.With("token", ten.Token())
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
 		end := l.serve(ten, log)
-		l.release(ten, log, end.why)
+		if l.holding(end) {
+			l.hold(ten, log, electedAt.Add(l.cfg.HoldAtLeast), end.why)
+		} else {
+			l.release(ten, log, end.why)
+		}
 		l.report.ended(ten, end.status, end.exited)
 		if end.startErr != nil && l.cfg.Once {
 			return end.startErr
@@ -317,7 +323,13 @@ func (l *leader) loop() error {
 			failures++
 		}
 		delay := restartDelay(l.cfg.RestartDelay, failures)
-		log.Info("campaigning again after the restart delay", "delay", delay, "consecutive_failures", failures)
+		if failures >= 2 {
+			// A crash loop: say so where --log-level warn looks.
+			log.Warn("command keeps failing; backing off before campaigning again", "consecutive_failures", failures,
+				"delay", delay, "last", end.why)
+		} else {
+			log.Info("campaigning again after the restart delay", "delay", delay, "consecutive_failures", failures)
+		}
 		select {
 		case <-time.After(delay):
 		case <-l.stopping:
@@ -438,6 +450,33 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd) {
 	}
 	log.Info("command stopped", "status", end.status.String())
 	return end
+}
+
+// holding reports whether a tenure that ended so keeps the name for
+// --hold-at-least: not when it was lost, or when an operator asked it to
+// step down.
+func (l *leader) holding(end tenureEnd) bool {
+	return l.cfg.HoldAtLeast > 0 && (end.exited || end.stopped)
+}
+
+// hold keeps renewing the tenure until `until` (or until it is lost, or a
+// stop signal comes), then stops renewing without releasing: nobody else
+// takes the name before until, nor before the lease expires after it. The
+// child and its descendants are dead by now.
+func (l *leader) hold(ten *lease.Tenure, log *slog.Logger, until time.Time, why string) {
+	if wait := time.Until(until); wait > 0 {
+		log.Info("command over; holding the lease for --hold-at-least", "why", why,
+			"hold", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ten.Context().Done():
+		case <-l.stopping:
+		}
+	}
+	ten.Abandon()
+	log.Info("tenure over; left the lease to expire, for --hold-at-least", "why", why)
 }
 
 // release hands the name back; the child and its descendants are dead by

@@ -56,11 +56,11 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
 		Usage:     "show holder, token and expiry of one name or every name",
-		UsageText: "leaderrun status [--name NAME] [--json] [--store DSN]",
+		UsageText: "leaderrun status [--json] [--store DSN] [NAME]",
 		Description: `Without --name, lists every name in the store. State is held, released or
 expired. Exits 4 when --name names a lease the store has never seen.`,
 		Flags: append(storeFlags(),
-			&cli.StringFlag{Name: "name", Usage: "show only this name"},
+			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "show only this name (or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an object for --name, else an array"},
 		),
 		Action: runStatus,
@@ -68,8 +68,11 @@ expired. Exits 4 when --name names a lease the store has never seen.`,
 }
 
 func runStatus(c *cli.Context) error {
-	name := c.String("name")
-	if c.IsSet("name") {
+	name, err := nameArg(c)
+	if err != nil {
+		return err
+	}
+	if name != "" {
 		if err := config.ValidateName(name); err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func stepDownCommand(sigs <-chan os.Signal) *cli.Command {
 	return &cli.Command{
 		Name:      "step-down",
 		Usage:     "ask the current leader of a name to hand it over to another replica",
-		UsageText: "leaderrun step-down --name NAME [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN]",
+		UsageText: "leaderrun step-down [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
 		Description: `The leader notices at its next renewal (within --renew-interval), stops its
 command gracefully as on any lost tenure, and releases the name. For
 --window after the request, only --to IDENTITY may take the name or, without
@@ -45,7 +45,7 @@ back to the same holder, or another failure; 4 no such name; 124 --wait saw
 no new leader within --timeout; 125 usage. A refused step-down changes
 nothing in the store.`,
 		Flags: append(storeFlags(),
-			&cli.StringFlag{Name: "name", Usage: "the name whose leader steps down (required)"},
+			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name whose leader steps down (required; or give it as the argument)"},
 			&cli.StringFlag{Name: "to", Usage: "the identity of the replica that should take over (default: any other)"},
 			&cli.DurationFlag{Name: "window", Value: defaultStepDownWindow, Usage: "how long the name stays reserved for --to, or closed to the old leader"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until a new leader holds the name, and print it"},
@@ -56,7 +56,11 @@ nothing in the store.`,
 }
 
 func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
-	name, to, window := c.String("name"), c.String("to"), c.Duration("window")
+	name, err := nameArg(c)
+	if err != nil {
+		return err
+	}
+	to, window := c.String("to"), c.Duration("window")
 	if err := config.ValidateName(name); err != nil {
 		return err
 	}

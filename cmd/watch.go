@@ -24,17 +24,20 @@ func watchCommand(sigs <-chan os.Signal) *cli.Command {
 	return &cli.Command{
 		Name:      "watch",
 		Usage:     "print a line for every change of a name's leadership, as it happens",
-		UsageText: "leaderrun watch --name NAME [--json] [--store DSN]",
+		UsageText: "leaderrun watch [--json] [--store DSN] NAME",
 		Description: `Events: elected (a new holder and token), step-down (an operator asked the
 holder to hand over; with the successor when one was named), released,
 expired and, for a name that does not exist yet, absent. Runs until SIGINT
 or SIGTERM.`,
 		Flags: append(storeFlags(),
-			&cli.StringFlag{Name: "name", Usage: "the name to watch (required)"},
+			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name to watch (required; or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line"},
 		),
 		Action: func(c *cli.Context) error {
-			name := c.String("name")
+			name, err := nameArg(c)
+			if err != nil {
+				return err
+			}
 			if err := config.ValidateName(name); err != nil {
 				return err
 			}
@@ -125,7 +128,7 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 		json.NewEncoder(e.w).Encode(ev)
 		return key
 	}
-	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(time.RFC3339Nano), event, shown(rec.Name))
+	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format("2006-01-02T15:04:05.000Z07:00"), event, shown(rec.Name))
 	if rec.Holder != "" {
 		line += fmt.Sprintf(" holder=%s token=%d", shown(rec.Holder), rec.Token)
 	}

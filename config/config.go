@@ -42,6 +42,7 @@ var Bounds = map[string]Bound{
 	"--kill-grace":      {10 * time.Millisecond, time.Hour},
 	"--restart-delay":   {0, time.Hour},
 	"--acquire-timeout": {0, 365 * 24 * time.Hour},
+	"--hold-at-least":   {0, 24 * time.Hour},
 }
 
 // CheckBound refuses a duration of option outside Bounds.
@@ -73,6 +74,7 @@ type Config struct {
 	Identity string // empty means host, pid and a random part
 	Timing
 	Once           bool
+	HoldAtLeast    time.Duration // keep the lease at least this long after acquiring it; 0: release at once
 	AcquireTimeout time.Duration // 0: wait for ever
 	RestartDelay   time.Duration // before campaigning again after the child exited
 	Command        []string
@@ -188,6 +190,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := CheckBound("--restart-delay", c.RestartDelay); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckBound("--hold-at-least", c.HoldAtLeast); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Identity != "" {

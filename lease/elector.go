@@ -25,6 +25,9 @@ var (
 	// the owner hands it to another member (Owner). The store still
 	// grants it until it is released.
 	ErrHandedOff = errors.New("handed off")
+	// ErrAbandoned: the holder stopped renewing without releasing, to
+	// keep the name from others until the lease expires (Tenure.Abandon).
+	ErrAbandoned = errors.New("left to expire")
 )
 
 // Elector campaigns for one name on behalf of one holder. The zero value is

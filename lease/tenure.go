@@ -68,6 +68,20 @@ func (t *Tenure) Release(ctx context.Context) error {
 	return nil
 }
 
+// Abandon stops renewing and ends the tenure's context with ErrAbandoned,
+// without releasing: the name stays the holder's in the store until the
+// lease expires, up to LeaseDuration after the last renewal. Call it only
+// after everything the tenure protects has stopped.
+func (t *Tenure) Abandon() {
+	select {
+	case <-t.stop:
+	default:
+		close(t.stop)
+	}
+	<-t.done
+	t.cancel(ErrAbandoned)
+}
+
 type renewal struct {
 	sent time.Duration
 	rec  Record
@@ -118,6 +132,8 @@ func (t *Tenure) run(sent time.Duration) {
 				return
 			case r.err == nil:
 				deadline = max(deadline, r.sent+e.RenewDeadline)
+				log.Debug("renewed", "took", (clock() - r.sent).Round(time.Millisecond),
+					"expires_in", r.rec.Remaining.Round(time.Millisecond))
 			case errors.Is(r.err, ErrLost):
 				log.Warn("lease lost", "err", r.err)
 				t.cancel(ErrLost)

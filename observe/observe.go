@@ -29,7 +29,7 @@
 //	leaderrun_leading                      gauge: 1 while this process holds the lease, else 0
 //	leaderrun_token                        gauge: the current tenure's fencing token, 0 on standby
 //	leaderrun_tenures_total                counter: tenures started
-//	leaderrun_tenure_ends_total{cause}     counter: tenures ended, cause = lost|deadline|released|other
+//	leaderrun_tenure_ends_total{cause}     counter: tenures ended, cause = lost|deadline|released|stepdown|other
 //	leaderrun_store_calls_total{op,result} counter: store calls, op = acquire|renew|release,
 //	                                         result = ok|held|lost|error
 //	leaderrun_renew_duration_seconds       histogram: round-trip time of renew calls, whatever their outcome
@@ -65,6 +65,7 @@ const (
 	causeLost     = "lost"
 	causeDeadline = "deadline"
 	causeReleased = "released"
+	causeStepDown = "stepdown"
 	causeOther    = "other"
 )
 
@@ -89,6 +90,8 @@ type Observer struct {
 	childExits *prometheus.CounterVec
 
 	mu           sync.Mutex // guards the fields below and the leading and token gauges' values
+	leader       string     // the leader last seen: this process, or the holder the store named
+	leaderToken  int64
 	leading      bool
 	token        int64
 	failing      bool      // no store answer since failingSince
@@ -123,7 +126,7 @@ func newObserver(name, holder string, renewDeadline time.Duration, now func() ti
 		}),
 		tenureEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaderrun_tenure_ends_total", ConstLabels: labels,
-			Help: "Tenures ended, by cause (lost, deadline, released, other).",
+			Help: "Tenures ended, by cause (lost, deadline, released, stepdown, other).",
 		}, []string{"cause"}),
 		storeCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaderrun_store_calls_total", ConstLabels: labels,
@@ -147,7 +150,7 @@ func newObserver(name, holder string, renewDeadline time.Duration, now func() ti
 			o.storeCalls.WithLabelValues(op, r)
 		}
 	}
-	for _, c := range []string{causeLost, causeDeadline, causeReleased, causeOther} {
+	for _, c := range []string{causeLost, causeDeadline, causeReleased, causeStepDown, causeOther} {
 		o.tenureEnds.WithLabelValues(c)
 	}
 
@@ -180,6 +183,11 @@ func (o *Observer) StoreCall(op string, took time.Duration, err error) {
 		result = resultLost
 	}
 	o.storeCalls.WithLabelValues(op, result).Inc()
+	if held != nil && !held.Record.Released {
+		o.mu.Lock()
+		o.leader, o.leaderToken = held.Record.Holder, held.Record.Token
+		o.mu.Unlock()
+	}
 	if op == "renew" {
 		o.renewTime.Observe(took.Seconds())
 	}
@@ -207,6 +215,7 @@ func (o *Observer) Elected(token int64) {
 	defer o.mu.Unlock()
 	o.leading = true
 	o.token = token
+	o.leader, o.leaderToken = o.holder, token
 	o.lastRenew = o.now()
 	o.leadingG.Set(1)
 	o.tokenG.Set(float64(token))
@@ -224,6 +233,7 @@ func (o *Observer) Ended(cause error) {
 	}
 	o.leading = false
 	o.token = 0
+	o.leader, o.leaderToken = "", 0
 	o.leadingG.Set(0)
 	o.tokenG.Set(0)
 	o.tenureEnds.WithLabelValues(causeLabel(cause)).Inc()
@@ -237,6 +247,8 @@ func causeLabel(cause error) string {
 		return causeDeadline
 	case errors.Is(cause, lease.ErrReleased):
 		return causeReleased
+	case errors.Is(cause, lease.ErrSteppedDown):
+		return causeStepDown
 	default:
 		return causeOther
 	}
@@ -289,18 +301,21 @@ func (o *Observer) sinceLastRenew() float64 {
 	return o.now().Sub(o.lastRenew).Seconds()
 }
 
-// leaderState is the body of GET /leader.
+// leaderState is the body of GET /leader: the current leader as this
+// replica last learned it (from its own tenure, or from the store on
+// standby; empty while unknown), and this replica.
 type leaderState struct {
 	Name    string `json:"name"`
-	Holder  string `json:"holder"`
+	Holder  string `json:"holder"` // the leader's identity
+	Token   int64  `json:"token"`  // the leader's fencing token
 	Leading bool   `json:"leading"`
-	Token   int64  `json:"token"`
+	Self    string `json:"self"` // this replica's identity
 }
 
 func (o *Observer) state() leaderState {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return leaderState{Name: o.name, Holder: o.holder, Leading: o.leading, Token: o.token}
+	return leaderState{Name: o.name, Holder: o.leader, Token: o.leaderToken, Leading: o.leading, Self: o.holder}
 }
 
 // SetLogger makes the HTTP server report its own errors (a client that

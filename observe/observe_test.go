@@ -75,7 +75,8 @@ func checkLeader(t *testing.T, o *Observer, wantCode int, want leaderState) {
 	if err := json.Unmarshal([]byte(body), &fields); err != nil {
 		t.Fatalf("GET /leader body %q: %v", body, err)
 	}
-	wantFields := map[string]any{"name": want.Name, "holder": want.Holder, "leading": want.Leading, "token": float64(want.Token)}
+	wantFields := map[string]any{"name": want.Name, "holder": want.Holder, "leading": want.Leading,
+		"token": float64(want.Token), "self": want.Self}
 	if got, want := fmt.Sprint(fields), fmt.Sprint(wantFields); got != want {
 		t.Errorf("GET /leader body = %s, want %s", got, want)
 	}
@@ -94,23 +95,26 @@ func checkHealthz(t *testing.T, o *Observer, wantCode int, wantBody string) {
 
 func TestLeaderTransitions(t *testing.T) {
 	o, clk := newTest(t)
-	standby := leaderState{Name: "jobs", Holder: "host-a:1"}
-
-	checkLeader(t, o, http.StatusServiceUnavailable, standby)
+	// On standby, /leader names the leader the store named, not this
+	// replica; before anything is known, nobody.
+	checkLeader(t, o, http.StatusServiceUnavailable, leaderState{Name: "jobs", Self: "host-a:1"})
 	o.StoreCall("acquire", 3*time.Millisecond, held())
-	checkLeader(t, o, http.StatusServiceUnavailable, standby)
+	checkLeader(t, o, http.StatusServiceUnavailable, leaderState{Name: "jobs", Holder: "host-b:2", Token: 7, Self: "host-a:1"})
 
 	o.StoreCall("acquire", 3*time.Millisecond, nil)
 	o.Elected(42)
 	if !o.Leading() {
 		t.Error("Leading() = false after Elected")
 	}
-	checkLeader(t, o, http.StatusOK, leaderState{Name: "jobs", Holder: "host-a:1", Leading: true, Token: 42})
+	leading := func(token int64) leaderState {
+		return leaderState{Name: "jobs", Holder: "host-a:1", Leading: true, Token: token, Self: "host-a:1"}
+	}
+	checkLeader(t, o, http.StatusOK, leading(42))
 
 	for range 3 {
 		clk.Advance(2 * time.Second)
 		o.StoreCall("renew", 4*time.Millisecond, nil)
-		checkLeader(t, o, http.StatusOK, leaderState{Name: "jobs", Holder: "host-a:1", Leading: true, Token: 42})
+		checkLeader(t, o, http.StatusOK, leading(42))
 	}
 
 	o.StoreCall("renew", 4*time.Millisecond, lease.ErrLost)
@@ -118,10 +122,10 @@ func TestLeaderTransitions(t *testing.T) {
 	if o.Leading() {
 		t.Error("Leading() = true after Ended")
 	}
-	checkLeader(t, o, http.StatusServiceUnavailable, standby)
+	checkLeader(t, o, http.StatusServiceUnavailable, leaderState{Name: "jobs", Self: "host-a:1"})
 
 	o.Elected(43)
-	checkLeader(t, o, http.StatusOK, leaderState{Name: "jobs", Holder: "host-a:1", Leading: true, Token: 43})
+	checkLeader(t, o, http.StatusOK, leading(43))
 }
 
 func TestHealthzGraceAfterNew(t *testing.T) {
@@ -213,7 +217,7 @@ var metricHeaders = map[string]string{
 	"leaderrun_renew_duration_seconds":   "Round-trip time of renew calls, whatever their outcome.\nhistogram",
 	"leaderrun_seconds_since_last_renew": "While leading, seconds since the last successful renew (or since the tenure started); 0 on standby.\ngauge",
 	"leaderrun_store_calls_total":        "Store calls by operation and result (ok, held, lost, error).\ncounter",
-	"leaderrun_tenure_ends_total":        "Tenures ended, by cause (lost, deadline, released, other).\ncounter",
+	"leaderrun_tenure_ends_total":        "Tenures ended, by cause (lost, deadline, released, stepdown, other).\ncounter",
 	"leaderrun_tenures_total":            "Tenures started by this process.\ncounter",
 	"leaderrun_token":                    "Fencing token of the current tenure; 0 on standby.\ngauge",
 }
@@ -303,6 +307,7 @@ leaderrun_tenure_ends_total{cause="deadline",name="jobs"} 0
 leaderrun_tenure_ends_total{cause="lost",name="jobs"} 0
 leaderrun_tenure_ends_total{cause="other",name="jobs"} 0
 leaderrun_tenure_ends_total{cause="released",name="jobs"} 0
+leaderrun_tenure_ends_total{cause="stepdown",name="jobs"} 0
 leaderrun_renew_duration_seconds_bucket{name="jobs",le="0.001"} 0
 leaderrun_renew_duration_seconds_bucket{name="jobs",le="0.0025"} 0
 leaderrun_renew_duration_seconds_bucket{name="jobs",le="0.005"} 0
@@ -371,6 +376,7 @@ leaderrun_tenure_ends_total{cause="deadline",name="jobs"} 0
 leaderrun_tenure_ends_total{cause="lost",name="jobs"} 1
 leaderrun_tenure_ends_total{cause="other",name="jobs"} 0
 leaderrun_tenure_ends_total{cause="released",name="jobs"} 0
+leaderrun_tenure_ends_total{cause="stepdown",name="jobs"} 0
 leaderrun_child_exits_total{code="143",name="jobs"} 1
 `+storeCalls(map[string]int{"acquire/held": 1, "acquire/ok": 1, "renew/ok": 3, "renew/error": 1, "renew/lost": 1, "release/lost": 1}))
 }
@@ -483,7 +489,7 @@ func TestServe(t *testing.T) {
 	if got, want := resp.StatusCode, http.StatusOK; got != want {
 		t.Errorf("GET /leader status = %d, want %d", got, want)
 	}
-	if got, want := string(body), `{"name":"jobs","holder":"host-a:1","leading":true,"token":9}`+"\n"; got != want {
+	if got, want := string(body), `{"name":"jobs","holder":"host-a:1","token":9,"leading":true,"self":"host-a:1"}`+"\n"; got != want {
 		t.Errorf("GET /leader body = %s, want %s", got, want)
 	}
 
@@ -554,7 +560,7 @@ func Example() {
 		fmt.Println("Serve did not return")
 	}
 	// Output:
-	// 200 OK {"name":"jobs","holder":"host-a:1","leading":true,"token":42}
+	// 200 OK {"name":"jobs","holder":"host-a:1","token":42,"leading":true,"self":"host-a:1"}
 	// <nil>
 }
 
