@@ -100,28 +100,31 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitfile": cmdWaitFile,
-			"waitgone": cmdWaitGone,
-			"sig":      cmdSig,
-			"alive":    cmdAlive,
-			"tokengt":  cmdTokenGT,
-			"waitgrep": cmdWaitGrep,
-			"exitcode": cmdExitCode,
-			"steal":    cmdSteal,
-			"storesql": cmdStoreSQL,
-			"proxy":    cmdProxy,
-			"earlier":  cmdEarlier,
-			"renewed":  cmdRenewed,
-			"freeport": cmdFreePort,
-			"nsgone":   cmdNSGone,
-			"sdsocket": cmdSDSocket,
-			"httpget":  cmdHTTPGet,
-			"busy":     cmdBusy,
-			"logspan":  cmdLogSpan,
-			"escaped":  cmdEscaped,
-			"mark":     cmdMark,
-			"procenv":  cmdProcEnv,
-			"atspan":   cmdAtSpan,
+			"waitfile":  cmdWaitFile,
+			"waitgone":  cmdWaitGone,
+			"sig":       cmdSig,
+			"alive":     cmdAlive,
+			"tokengt":   cmdTokenGT,
+			"waitgrep":  cmdWaitGrep,
+			"exitcode":  cmdExitCode,
+			"steal":     cmdSteal,
+			"storesql":  cmdStoreSQL,
+			"proxy":     cmdProxy,
+			"earlier":   cmdEarlier,
+			"renewed":   cmdRenewed,
+			"freeport":  cmdFreePort,
+			"nsgone":    cmdNSGone,
+			"sdsocket":  cmdSDSocket,
+			"httpget":   cmdHTTPGet,
+			"busy":      cmdBusy,
+			"logspan":   cmdLogSpan,
+			"escaped":   cmdEscaped,
+			"mark":      cmdMark,
+			"procenv":   cmdProcEnv,
+			"ptyrun":    cmdPtyRun,
+			"ptykey":    cmdPtyKey,
+			"waitstate": cmdWaitState,
+			"atspan":    cmdAtSpan,
 		},
 	}
 }
@@ -384,38 +387,39 @@ func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // proxies holds each script's proxies by name.
-var proxies proxyTable
+var proxies = table[*tcpproxy.Proxy]{}
 
-type proxyTable struct {
+// table holds what each script started, by name, until the script ends.
+type table[T any] struct {
 	mu sync.Mutex // guards m
-	m  map[*testscript.TestScript]map[string]*tcpproxy.Proxy
+	m  map[*testscript.TestScript]map[string]T
 }
 
-func (t *proxyTable) Store(ts *testscript.TestScript, name string, p *tcpproxy.Proxy) {
+func (t *table[T]) Store(ts *testscript.TestScript, name string, v T) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
-		t.m = make(map[*testscript.TestScript]map[string]*tcpproxy.Proxy)
+		t.m = make(map[*testscript.TestScript]map[string]T)
 	}
 	if t.m[ts] == nil {
-		t.m[ts] = make(map[string]*tcpproxy.Proxy)
+		t.m[ts] = make(map[string]T)
 		ts.Defer(func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()
 			delete(t.m, ts)
 		})
 	}
-	t.m[ts][name] = p
+	t.m[ts][name] = v
 }
 
-func (t *proxyTable) Load(ts *testscript.TestScript, name string) *tcpproxy.Proxy {
+func (t *table[T]) Load(ts *testscript.TestScript, name string) T {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := t.m[ts][name]
-	if p == nil {
-		ts.Fatalf("no proxy %q; use proxy start %s first", name, name)
+	v, ok := t.m[ts][name]
+	if !ok {
+		ts.Fatalf("no %q started in this script", name)
 	}
-	return p
+	return v
 }
 
 // earlier A B: the time (at=UNIXNANO) recorded in file A is before the one

@@ -102,7 +102,6 @@ type fakeChild struct {
 
 func (c *fakeChild) Pid() int                    { return 1000 + c.n }
 func (c *fakeChild) Done() <-chan struct{}       { return c.done }
-func (c *fakeChild) Foreground() bool            { return false }
 func (c *fakeChild) Signal(syscall.Signal) error { return nil }
 func (c *fakeChild) Stop() supervise.Status      { return c.StopWith(syscall.SIGTERM) }
 

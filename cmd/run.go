@@ -53,7 +53,6 @@ func restartDelay(base time.Duration, failures int) time.Duration {
 type child interface {
 	Pid() int
 	Done() <-chan struct{}
-	Foreground() bool
 	Signal(sig syscall.Signal) error
 	Stop() supervise.Status
 	StopWith(sig syscall.Signal) supervise.Status
@@ -151,6 +150,10 @@ func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			return
 		case s := <-sigs:
 			sig, _ := s.(syscall.Signal)
+			if s == signals.Suspend {
+				l.suspend()
+				continue
+			}
 			if signals.IsStop(s) && !l.stopped() {
 				l.log.Info("received stop signal", "signal", signals.Name(sig))
 				l.stop(sig)
@@ -162,6 +165,19 @@ func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// suspend passes Ctrl-Z on: it stops the child's group with SIGSTOP, then
+// stops this process, as a job stops, so that the shell's fg (a SIGCONT,
+// which leaderrun forwards) resumes both. The child never runs while
+// leaderrun is stopped; a tenure whose deadline passed meanwhile ends at
+// once on resumption, before any store call.
+func (l *leader) suspend() {
+	if c := l.current(); c != nil {
+		l.log.Info("suspended (SIGTSTP); stopping the command too", "pid", c.Pid())
+		c.Signal(syscall.SIGSTOP)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 }
 
 // stop asks the loop to stop the child with sig (0: the stop signal) and
@@ -426,13 +442,6 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd) {
 	case <-child.Done():
 		end = tenureEnd{status: child.Stop(), exited: true} // Stop kills what the command left behind
 		log.Info("command exited", "status", end.status.String())
-		if sig := end.status.Signal; child.Foreground() && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGHUP) {
-			// Ctrl-C, Ctrl-\ or a hangup of the terminal went to the
-			// child alone; like a shell, take it as meant for us too.
-			l.stop(sig)
-			end.stopped, end.why = true, l.stopReason()
-			return end
-		}
 		end.why = "command " + end.status.String()
 		return end
 	case <-ten.Context().Done():

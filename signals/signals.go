@@ -27,6 +27,11 @@ var Forwarded = []os.Signal{
 	syscall.SIGALRM,
 }
 
+// Suspend is the terminal's Ctrl-Z. leaderrun does not forward it: it stops
+// the child's group and then itself, as a job does (the command runs in the
+// background of the terminal, see package supervise).
+var Suspend os.Signal = syscall.SIGTSTP
+
 // IsStop reports whether sig stops leaderrun itself once it has been
 // forwarded: TERM, INT, QUIT and HUP do; every other signal does not.
 func IsStop(sig os.Signal) bool {
@@ -37,7 +42,8 @@ func IsStop(sig os.Signal) bool {
 	return false
 }
 
-// Notify relays every signal in Forwarded, and only those, to c.
+// Notify relays every signal in Forwarded, and Suspend, and only those, to
+// c.
 // Like signal.Notify, it does not block sending to c: c should be buffered.
 //
 // It also subscribes to SIGPIPE, on a channel of its own that nobody reads:
@@ -48,5 +54,6 @@ func IsStop(sig os.Signal) bool {
 // default, as exec resets handled signals.
 func Notify(c chan<- os.Signal) {
 	signal.Notify(c, Forwarded...)
+	signal.Notify(c, Suspend)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

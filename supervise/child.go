@@ -23,8 +23,6 @@ type Child struct {
 	reaped chan struct{} // closed by the reaper once the child has been reaped
 	done   chan struct{} // closed after reaped, once the terminal is given back
 
-	foreground bool // set before Start returns; never changes
-
 	stopOnce sync.Once
 }
 
@@ -68,21 +66,22 @@ func Start(spec Spec) (*Child, error) {
 // run forks the child from a locked OS thread and keeps that thread until the
 // child has been reaped, because Pdeathsig fires when the forking thread
 // exits. It reports the fork's outcome on started and returns after the child
-// has been reaped and, if it was the foreground job, the terminal given back.
+// has been reaped.
 func (c *Child) run(path string, started chan<- error) {
 	// Never unlocked: the thread exits with this goroutine.
 	runtime.LockOSThread()
 
-	fg := ownsForeground()
 	attr := &syscall.ProcAttr{
 		Dir:   c.spec.Dir,
 		Env:   c.spec.Env,
 		Files: []uintptr{c.spec.Stdin.Fd(), c.spec.Stdout.Fd(), c.spec.Stderr.Fd()},
 		Sys: &syscall.SysProcAttr{
-			Setpgid:    true,
-			Foreground: fg,
-			Ctty:       0, // with Foreground: this process's stdin
-			Pdeathsig:  syscall.SIGKILL,
+			// Its own group, in the background of a terminal: leaderrun
+			// stays the terminal's foreground job, so that Ctrl-C and
+			// Ctrl-Z reach leaderrun, whatever the command does with
+			// them (see package doc).
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
 		},
 	}
 	exe, args := path, c.spec.Args
@@ -113,7 +112,6 @@ func (c *Child) run(path string, started chan<- error) {
 		started <- forkError(c.spec.Path, err)
 		return
 	}
-	c.foreground = fg
 	started <- nil
 
 	<-c.reaped
@@ -123,18 +121,8 @@ func (c *Child) run(path string, started chan<- error) {
 		c.status = st
 		theReaper.mu.Unlock()
 	}
-	if fg {
-		if err := reclaimForeground(); err != nil {
-			c.logger.Warn("cannot take back the terminal", "err", err)
-		}
-	}
 	close(c.done)
 }
-
-// Foreground reports whether the child runs as the terminal's foreground
-// job. Then the terminal's Ctrl-C and Ctrl-\ reach the child directly, not
-// this process.
-func (c *Child) Foreground() bool { return c.foreground }
 
 // exited records the child's status. The reaper calls it with its mutex held.
 func (c *Child) exited(st Status) {
@@ -145,8 +133,7 @@ func (c *Child) exited(st Status) {
 // Pid returns the child's process ID, which is also its process group ID.
 func (c *Child) Pid() int { return c.pid }
 
-// Done is closed once the child itself has been reaped (and, if it was the
-// terminal's foreground job, the terminal given back). Its descendants may
+// Done is closed once the child itself has been reaped. Its descendants may
 // still be running; Stop kills them.
 func (c *Child) Done() <-chan struct{} { return c.done }
 

@@ -2,10 +2,13 @@
 // it spawned, dies when told to.
 //
 // Start executes the command directly, without a shell, in its own process
-// group (or as the terminal's foreground job when leaderrun owns the
-// foreground of its terminal). The child gets SIGKILL if the thread that
-// forked it dies, and that thread lives until the child has been reaped, so
-// the child never outlives this process.
+// group. At a terminal that group is in the background: this process stays
+// the foreground job, so that the terminal's Ctrl-C, Ctrl-\ and Ctrl-Z reach
+// it, whatever the command does with them, and it passes them on. The
+// command may write to the terminal but not read from it (it would be
+// stopped by SIGTTIN, as any background job is). The child gets SIGKILL if
+// the thread that forked it dies, and that thread lives until the child has
+// been reaped, so the child never outlives this process.
 //
 // The package owns every wait in the process. A single reaper goroutine,
 // started by the first Start, calls wait4(-1) on each SIGCHLD and once a

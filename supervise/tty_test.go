@@ -15,14 +15,15 @@ import (
 	"github.com/leaderrun/leaderrun/internal/citest"
 )
 
-// TestForegroundJob runs a supervisor as the foreground job of a shell-like
-// session leader on a pseudo-terminal. Its child must become the foreground
-// job, and the supervisor must take the terminal back after the child exits
-// without being stopped by SIGTTOU.
+// TestTerminalStaysWithSupervisor runs a supervisor as the foreground job
+// of a shell-like session leader on a pseudo-terminal. Its child must run
+// in the background, and the supervisor stay the foreground job: the
+// terminal's Ctrl-C reaches the supervisor, whatever the child does with
+// it.
 //
 //	test -> tty-session -> tty-shell (session leader, owns the pty)
 //	     -> tty-supervise (foreground job) -> Start(tty-report)
-func TestForegroundJob(t *testing.T) {
+func TestTerminalStaysWithSupervisor(t *testing.T) {
 	pty, tty, err := openPty()
 	if err != nil {
 		citest.Missing(t, "no pseudo-terminal: %v", err)
@@ -32,12 +33,12 @@ func TestForegroundJob(t *testing.T) {
 
 	result := filepath.Join(t.TempDir(), "result")
 	startHelper(t, Spec{Stdin: tty, Stdout: tty, Stderr: tty}, "tty-session", result)
-	if got, want := waitFile(t, result), "child=fg back=true"; got != want {
+	if got, want := waitFile(t, result), "child=bg back=true"; got != want {
 		t.Errorf("tty-supervise reported %q, want %q", got, want)
 	}
 }
 
-// ttyHelper runs the helper modes of TestForegroundJob.
+// ttyHelper runs the helper modes of TestTerminalStaysWithSupervisor.
 func ttyHelper(mode string, args []string) int {
 	switch mode {
 	case "tty-session": // make a session on stdin's terminal; run tty-shell in it
