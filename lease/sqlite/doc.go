@@ -16,8 +16,12 @@
 // time when a record is read; for a record written during another boot they
 // are zero.
 //
-// The database runs in WAL mode with synchronous=FULL, so an acknowledged
-// grant survives a power cut. An acquire (the grant, or the candidate mark
+// The database runs in WAL mode with synchronous=NORMAL: an acknowledged
+// write survives the crash of any process, and is lost only with the
+// operating system (power loss, kernel panic) — after which the boot id has
+// changed and every lease counts as expired anyway, so no lost grant or
+// renewal can let two holders overlap. Tokens then rest on the wall-clock
+// floor, as after a deleted database. An acquire (the grant, or the candidate mark
 // and the read of the holder), a group's join and renewal round, and the
 // creation of the tables are each one BEGIN IMMEDIATE transaction, which
 // takes the write lock first; every other write is one statement. Files are

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ var helpers = map[string]func(ctx context.Context, path string, in *bufio.Scanne
 	"hold-and-die": helperHoldAndDie,
 	"take-over":    helperTakeOver,
 	"wait":         helperWait,
+	"write-lock":   helperWriteLock,
 }
 
 func runHelper(mode, path string) int {
@@ -260,4 +262,26 @@ func (h *helper) wait() error {
 		h.t.Fatalf("helper %s did not exit", h.name)
 		return nil
 	}
+}
+
+// helperWriteLock takes the database's write lock (BEGIN IMMEDIATE) on its
+// own connection and holds it until stdin closes.
+func helperWriteLock(ctx context.Context, path string, in *bufio.Scanner) error {
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=1000")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	fmt.Println("locked")
+	for in.Scan() {
+	}
+	return nil
 }

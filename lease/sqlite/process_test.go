@@ -144,3 +144,24 @@ func TestReleaseWakesWaiterInAnotherProcess(t *testing.T) {
 		t.Errorf("waiter woke %v before the release", -best)
 	}
 }
+
+// TestBusyNamesTheLockHolder: when another process holds the database's
+// write lock past busy_timeout (a leader frozen in the middle of a
+// commit), the error names that process.
+func TestBusyNamesTheLockHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaderrun.db")
+	s := openTest(t, path)
+	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker := startHelper(t, "locker", "write-lock", path)
+	locker.expect("locked")
+	_, err = s.Renew(ctx(t), "n", "a", rec.Token, time.Minute)
+	if err == nil {
+		t.Fatal("Renew succeeded while another process held the write lock")
+	}
+	if want := fmt.Sprintf("the write lock is held by pid %d", locker.cmd.Process.Pid); !strings.Contains(err.Error(), want) {
+		t.Errorf("Renew = %v, want it to say %q", err, want)
+	}
+}

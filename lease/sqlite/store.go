@@ -224,12 +224,13 @@ func (s *Store) check() error {
 }
 
 // fail wraps err for op, reporting lease.ErrClosed rather than the
-// driver's error when the store was closed meanwhile.
+// driver's error when the store was closed meanwhile, and who holds the
+// write lock when the database stayed busy.
 func (s *Store) fail(op string, err error) error {
 	if s.check() != nil {
 		err = lease.ErrClosed
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return fmt.Errorf("%s: %w", op, s.busyError(err))
 }
 
 // row is one row of the leases table.

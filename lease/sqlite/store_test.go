@@ -89,7 +89,7 @@ func TestPragmas(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "leaderrun.db"))
 	for _, p := range []struct{ pragma, want string }{
 		{"journal_mode", "wal"},
-		{"synchronous", "2"},
+		{"synchronous", "1"},
 		{"busy_timeout", "1000"},
 	} {
 		var got string
