@@ -6,8 +6,11 @@ TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
 .PHONY: build test vet mutants
 
+# The version a built binary reports: the git description of the checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o leaderrun .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o leaderrun .
 
 vet:
 	$(GO) vet ./...

@@ -4,7 +4,10 @@
 //	go run ./packaging/gen -version v1.2.3 -out packaging/out
 //
 // It writes OUT/leaderrun.1.gz and OUT/completions/{leaderrun.bash,
-// _leaderrun, leaderrun.fish}.
+// _leaderrun, leaderrun.fish}. With -readme it prints the README's table
+// of options instead, which a test keeps equal to the README's:
+//
+//	go run ./packaging/gen -readme
 package main
 
 import (
@@ -20,7 +23,19 @@ import (
 func main() {
 	out := flag.String("out", "packaging/out", "directory to write into")
 	version := flag.String("version", "dev", "version named in the manual page")
+	readme := flag.Bool("readme", false, "print the README's table of options instead")
 	flag.Parse()
+	if *readme {
+		p, err := programOf(app())
+		if err == nil {
+			err = writeOptionsTable(os.Stdout, p)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gen: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := generate(*out, *version); err != nil {
 		fmt.Fprintf(os.Stderr, "gen: %v\n", err)
 		os.Exit(1)

@@ -35,6 +35,7 @@ type option struct {
 	Usage    string
 	Env      []string
 	Default  string // "" when the default is empty, zero or derived
+	Shown    string // the default as --help shows it
 	Duration bool
 	File     bool // the value is a path
 	Choices  []string
@@ -98,7 +99,7 @@ func flagsOf(flags []cli.Flag) ([]option, error) {
 		if name == "help" {
 			continue
 		}
-		fl := option{Name: name, Value: d.TakesValue(), Usage: d.GetUsage(), Env: d.GetEnvVars()}
+		fl := option{Name: name, Value: d.TakesValue(), Usage: d.GetUsage(), Env: d.GetEnvVars(), Shown: d.GetDefaultText()}
 		_, fl.Duration = f.(*cli.DurationFlag)
 		if def := d.GetDefaultText(); fl.Value && def != "" && def != "0s" && def != `""` {
 			fl.Default = strings.Trim(def, `"`)
