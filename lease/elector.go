@@ -110,7 +110,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		e.observe("acquire", e.clock()()-sent, err)
 		if err == nil {
 			e.answered = true
-			return e.newTenure(rec, sent), nil
+			return e.newTenure(rec, sent, false), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -14,8 +15,10 @@ import (
 const watchTick = 100 * time.Millisecond
 
 // Tenure is one holder's hold on a name, from a successful acquire until the
-// name is released or trust ends. While it lasts, it renews the lease every
-// RetryPeriod in the background. Its Context ends the moment trust ends.
+// name is released or trust ends. While it lasts, the lease is renewed every
+// RetryPeriod in the background: by the tenure itself, or, for a partition,
+// by its Owner's renewal round, which reports each outcome to it. Its
+// Context ends the moment trust ends.
 type Tenure struct {
 	// Record is the store's record as granted by Acquire.
 	Record Record
@@ -25,15 +28,40 @@ type Tenure struct {
 	cancel context.CancelCauseFunc
 	stop   chan struct{} // closed by Release to end run
 	done   chan struct{} // closed when run has returned
+
+	// results carries the outcomes of renewals, sent by run's own
+	// attempts or, when external, by the owner's rounds (report).
+	results  chan renewal
+	external bool
+	// over, when set, is called once the tenure is given up (Release,
+	// Abandon, StepAside): its Owner stops claiming it.
+	over     func()
+	overOnce sync.Once
 }
 
-func (e *Elector) newTenure(rec Record, sent time.Duration) *Tenure {
+// newTenure starts the tenure of rec, granted by a call sent at sent. An
+// external tenure does not renew itself: report tells it the outcome of
+// each renewal.
+func (e *Elector) newTenure(rec Record, sent time.Duration, external bool) *Tenure {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tenure{Record: rec, e: e, ctx: ctx, cancel: cancel,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}),
+		results: make(chan renewal, 1), external: external}
 	go t.run(sent)
 	return t
 }
+
+// report tells an external tenure the outcome of a renewal sent at sent:
+// rec on success, or err (ErrLost when the store says the tenure is over).
+func (t *Tenure) report(sent time.Duration, rec Record, err error) {
+	select {
+	case t.results <- renewal{sent: sent, rec: rec, err: err}:
+	case <-t.done:
+	}
+}
+
+// end ends the tenure's context with cause, unless it ended already.
+func (t *Tenure) end(cause error) { t.cancel(cause) }
 
 // Token is the tenure's fencing token.
 func (t *Tenure) Token() int64 { return t.Record.Token }
@@ -62,10 +90,29 @@ func (t *Tenure) Release(ctx context.Context) error {
 	start := t.e.clock()()
 	err := t.e.Store.Release(ctx, t.e.Name, t.e.Holder, t.Record.Token)
 	t.e.observe("release", t.e.clock()()-start, err)
+	t.given()
 	if err != nil {
 		return fmt.Errorf("release lease %q: %w", t.e.Name, err)
 	}
 	return nil
+}
+
+// StepAside releases the name after asking the store to keep this holder
+// from it for window (a step-down reservation against itself), so that
+// another holder takes it meanwhile: for a partition whose work keeps
+// failing here. It returns the release's error.
+func (t *Tenure) StepAside(ctx context.Context, window time.Duration) error {
+	if _, err := t.e.Store.RequestStepDown(ctx, t.e.Name, "", window); err != nil {
+		t.e.logger().Warn("cannot step aside; releasing only", "err", err)
+	}
+	return t.Release(ctx)
+}
+
+// given tells the tenure's owner, once, that it is given up.
+func (t *Tenure) given() {
+	if t.over != nil {
+		t.overOnce.Do(t.over)
+	}
 }
 
 // Abandon stops renewing and ends the tenure's context with ErrAbandoned,
@@ -80,6 +127,7 @@ func (t *Tenure) Abandon() {
 	}
 	<-t.done
 	t.cancel(ErrAbandoned)
+	t.given()
 }
 
 type renewal struct {
@@ -100,8 +148,8 @@ func (t *Tenure) run(sent time.Duration) {
 
 	attempts, cancelAttempts := context.WithCancel(context.Background())
 	defer cancelAttempts()
-	results := make(chan renewal, 1)
 	inflight := false
+	renewing := !t.external // this goroutine renews the lease
 
 	for {
 		now := clock()
@@ -110,18 +158,21 @@ func (t *Tenure) run(sent time.Duration) {
 			t.cancel(ErrDeadline)
 			return
 		}
-		if !inflight && now >= nextRenew {
+		if renewing && !inflight && now >= nextRenew {
 			inflight = true
 			nextRenew = now + e.RetryPeriod
-			go t.renew(attempts, now, min(e.RetryPeriod, deadline-now), results)
+			go t.renew(attempts, now, min(e.RetryPeriod, deadline-now), t.results)
 		}
 		wait := min(deadline-now, watchTick)
-		if !inflight {
+		if renewing && !inflight {
 			wait = min(wait, nextRenew-now)
 		}
 		timer := time.NewTimer(wait)
 		select {
-		case r := <-results:
+		case <-t.ctx.Done(): // ended by its owner (a hand-off)
+			timer.Stop()
+			return
+		case r := <-t.results:
 			inflight = false
 			switch {
 			case r.err == nil && r.rec.StepDown:

@@ -1,0 +1,541 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of an Owner's reconciling.
+const (
+	DefaultReconcileInterval = 10 * time.Second
+	DefaultReconcileTimeout  = 30 * time.Second
+)
+
+// Owner is one member of a group of partitions (see Target): it joins the
+// group, keeps its member record and the leases of the partitions it holds
+// alive with one renewal round per RetryPeriod, and reconciles what it holds
+// with the target computed from the live members — every
+// ReconcileInterval, and at once when the store reports a change (a member
+// joined or left, a partition changed hands) or a member's record expires.
+//
+// Each partition it acquires is a Tenure of its own, with the guarantees
+// of an Elector's: trust ends RenewDeadline after the send time of the last
+// round that renewed it; a round that finds it lost ends it at once. A
+// partition that leaves the target is handed off in order: its tenure's
+// context ends with ErrHandedOff, the caller stops its work, and only the
+// caller's Release hands the lease back; until then the rounds keep it
+// renewed.
+//
+// Fill in the exported fields and call Run. Durations must satisfy
+// 0 < RetryPeriod < RenewDeadline < LeaseDuration, as an Elector's.
+type Owner struct {
+	Store      Store
+	Group      string
+	Partitions int
+	Member     string
+
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// ReconcileInterval is the longest the owner goes without comparing
+	// what it holds with the target; zero means DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// ReconcileTimeout is how long a hand-off may stay pending (the
+	// caller's work not yet stopped) before the owner takes itself out of
+	// the group until it completes, so that the others stop assigning it
+	// partitions; zero means DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
+
+	// Started is called, on the owner's goroutine, with each partition's
+	// tenure once it is acquired. The caller starts the partition's work,
+	// and calls the tenure's Release (or StepAside) once that work has
+	// stopped: after the tenure's context ended (ErrLost, ErrDeadline,
+	// ErrHandedOff, ErrSteppedDown), or when the work ended on its own.
+	// It must not block.
+	Started func(p int, t *Tenure)
+
+	// Logger, Clock and Observe are as an Elector's; Observe also sees
+	// "join", "renew" (a whole round) and "leave".
+	Logger  *slog.Logger
+	Clock   Clock
+	Observe func(op string, took time.Duration, err error)
+
+	mu      sync.Mutex // guards the fields below
+	held    map[int]*owned
+	holdOff map[int]time.Time // partitions not to acquire before then
+	view    Group             // the group as the last round or join read it
+	out     bool              // left the group because a hand-off is stuck
+	kick    chan struct{}     // asks the reconcile loop to run now
+}
+
+// owned is a partition the owner holds.
+type owned struct {
+	t *Tenure
+	// handedOff is when its hand-off began; zero while it is in the
+	// target.
+	handedOff time.Time
+	// keepUntil: held for a step-down reservation (as successor or
+	// fallback) until then, although another member is its target.
+	keepUntil time.Time
+}
+
+// ErrPartitions is returned by Run for a group whose store records another
+// number of partitions; it wraps the store's *PartitionsError.
+var ErrPartitions = errors.New("partition count mismatch")
+
+// Validate reports the first field of o that cannot work.
+func (o *Owner) Validate() error {
+	e := o.elector(0)
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("owner: %w", err)
+	}
+	if err := CheckJoin(o.Group, o.Partitions, o.Member); err != nil {
+		return err
+	}
+	if o.Started == nil {
+		return errors.New("owner: no Started")
+	}
+	return nil
+}
+
+// elector is the configuration partition p's tenures share.
+func (o *Owner) elector(p int) *Elector {
+	logger := o.logger()
+	if o.Logger != nil {
+		logger = logger.With("partition", p)
+	}
+	return &Elector{Store: o.Store, Name: PartitionKey(o.Group, p), Holder: o.Member,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		Logger: logger, Clock: o.Clock, Observe: o.Observe}
+}
+
+// Held lists the partitions the owner holds now, handed off or not, in
+// order.
+func (o *Owner) Held() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ps []int
+	for p := range o.held {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// View returns the group as the owner last read it.
+func (o *Owner) View() Group {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.view
+}
+
+// HoldOff keeps the owner from acquiring partition p before until: the
+// restart delay of a partition whose work ended on its own.
+func (o *Owner) HoldOff(p int, until time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.holdOff == nil {
+		o.holdOff = map[int]time.Time{}
+	}
+	o.holdOff[p] = until
+}
+
+// Run joins the group and holds its share of partitions until ctx ends,
+// then leaves: it deletes its member record first (the others recompute at
+// once), hands off every partition, and returns nil once the caller has
+// released them all. It returns an error wrapping ErrRefused when the
+// store refuses to let it join before ever answering (a wrong partition
+// count among them, also wrapping ErrPartitions).
+func (o *Owner) Run(ctx context.Context) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.held, o.kick = map[int]*owned{}, make(chan struct{}, 1)
+	o.mu.Unlock()
+	log := o.logger()
+	g, err := o.join(ctx)
+	if err != nil {
+		return err
+	}
+	o.setView(g)
+	log.Info("joined the group", "members", len(g.Members), "partitions", o.Partitions)
+
+	background, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); o.renewRounds(background) }()
+	go func() { defer wg.Done(); o.waitChanges(background) }()
+	defer func() { stop(); wg.Wait() }()
+
+	interval := orDefault(o.ReconcileInterval, DefaultReconcileInterval)
+	for {
+		next := o.reconcile(ctx)
+		wait := min(interval, time.Until(next))
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			o.leave(log)
+			return nil
+		case <-o.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// join makes the owner a member, retrying while the store is unreachable.
+func (o *Owner) join(ctx context.Context) (Group, error) {
+	backoff := o.RetryPeriod / 4
+	for {
+		start := o.clock()()
+		jctx, cancel := context.WithTimeout(ctx, o.RetryPeriod)
+		g, err := o.Store.Join(jctx, o.Group, o.Partitions, o.Member, o.LeaseDuration)
+		cancel()
+		o.observe("join", o.clock()()-start, err)
+		var pe *PartitionsError
+		switch {
+		case err == nil:
+			return g, nil
+		case ctx.Err() != nil:
+			return Group{}, ctx.Err()
+		case errors.As(err, &pe):
+			return Group{}, fmt.Errorf("join group %q: %w: %w", o.Group, ErrPartitions, err)
+		case errors.Is(err, ErrRefused):
+			return Group{}, fmt.Errorf("join group %q: %w", o.Group, err)
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		o.logger().Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
+		backoff = min(2*backoff, 2*o.RetryPeriod)
+		if err := sleepCtx(ctx, sleep); err != nil {
+			return Group{}, err
+		}
+	}
+}
+
+// renewRounds runs a renewal round every RetryPeriod, from the start of
+// one to the start of the next, until ctx ends.
+func (o *Owner) renewRounds(ctx context.Context) {
+	clock := o.clock()
+	next := clock()
+	failing := false
+	for {
+		if err := sleepCtx(ctx, next-clock()); err != nil {
+			return
+		}
+		sent := clock()
+		next = sent + o.RetryPeriod
+		err := o.round(ctx, sent)
+		switch {
+		case err != nil && !failing:
+			o.logger().Warn("renewal round failed; trust in every partition ends at the renew deadline unless one succeeds", "err", err)
+			failing = true
+		case err == nil && failing:
+			o.logger().Info("renewal rounds succeed again")
+			failing = false
+		}
+	}
+}
+
+// round renews the member record and every partition held, in one store
+// call, and tells each partition's tenure what became of it.
+func (o *Owner) round(ctx context.Context, sent time.Duration) error {
+	o.mu.Lock()
+	claims := make([]Claim, 0, len(o.held))
+	tenures := map[int]*Tenure{}
+	for p, h := range o.held {
+		claims = append(claims, Claim{Partition: p, Token: h.t.Token()})
+		tenures[p] = h.t
+	}
+	out := o.out
+	o.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, o.RetryPeriod)
+	defer cancel()
+	if out {
+		// Out of the group: renew the partitions one by one, without
+		// the member record that a round would recreate.
+		for _, c := range claims {
+			rec, err := o.Store.Renew(rctx, PartitionKey(o.Group, c.Partition), o.Member, c.Token, o.LeaseDuration)
+			if err == nil || errors.Is(err, ErrLost) {
+				tenures[c.Partition].report(sent, rec, err)
+			}
+		}
+		return nil
+	}
+	g, err := o.Store.RenewMember(rctx, o.Group, o.Member, claims, o.LeaseDuration)
+	if errors.Is(err, ErrNotFound) { // the group's record was deleted: join again
+		g, err = o.Store.Join(rctx, o.Group, o.Partitions, o.Member, o.LeaseDuration)
+	}
+	if err == nil && rctx.Err() != nil {
+		err = rctx.Err() // answered after the round's timeout: not to be relied on
+	}
+	o.observe("renew", o.clock()()-sent, err)
+	if err != nil {
+		if errors.Is(err, ErrLost) { // the store says every tenure is over
+			for _, t := range tenures {
+				t.report(sent, Record{}, err)
+			}
+		}
+		return err
+	}
+	for _, c := range claims {
+		if g.Holds(c.Partition, o.Member, c.Token) {
+			tenures[c.Partition].report(sent, g.Leases[c.Partition], nil)
+		} else {
+			tenures[c.Partition].report(sent, Record{}, fmt.Errorf("partition %d: %w", c.Partition, ErrLost))
+		}
+	}
+	if changed := o.setView(g); changed {
+		o.poke()
+	}
+	return nil
+}
+
+// waitChanges wakes the reconcile loop whenever the store reports a change
+// of the group, until ctx ends.
+func (o *Owner) waitChanges(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := o.Store.WaitGroup(ctx, o.Group, o.View(), time.Minute)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			sleepCtx(ctx, o.RetryPeriod)
+			continue
+		}
+		if g, err := o.Store.GetGroup(ctx, o.Group); err == nil {
+			o.setView(g)
+		}
+		o.poke()
+	}
+}
+
+// setView stores g and reports whether its live members or any partition's
+// tenure differ from the view before.
+func (o *Owner) setView(g Group) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	changed := !SameGroup(o.view, g)
+	o.view = g
+	return changed
+}
+
+func (o *Owner) poke() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcile hands off what the owner holds outside its target and acquires
+// the target's free partitions, and returns when it should look again
+// (a member's or a wanted partition's expiry).
+func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
+	now := time.Now()
+	next = now.Add(orDefault(o.ReconcileInterval, DefaultReconcileInterval))
+	soon := func(d time.Duration) {
+		if at := now.Add(d + rand.N(maxJitter)); d > 0 && at.Before(next) {
+			next = at
+		}
+	}
+	o.mu.Lock()
+	g, out := o.view, o.out
+	live := g.Identities()
+	if out {
+		live = slices.DeleteFunc(live, func(m string) bool { return m == o.Member })
+	} else if !slices.Contains(live, o.Member) {
+		live = append(live, o.Member)
+	}
+	for _, m := range g.Members {
+		soon(m.Remaining)
+	}
+	target := Target(o.Group, o.Partitions, live)
+	stuck := false
+	for p, h := range o.held {
+		switch {
+		case !h.handedOff.IsZero():
+			stuck = stuck || now.Sub(h.handedOff) > orDefault(o.ReconcileTimeout, DefaultReconcileTimeout)
+		case !o.wants(p, target, live, g, h, now):
+			h.handedOff = now
+			h.t.end(ErrHandedOff)
+			o.logger().Info("handing partition off", "partition", p, "to", target[p], "token", h.t.Token())
+		}
+	}
+	var want []int
+	for p := range o.Partitions {
+		if o.held[p] != nil || now.Before(o.holdOff[p]) || !o.wants(p, target, live, g, nil, now) {
+			continue
+		}
+		if wait := g.Leases[p].Blocks(o.Member); wait > 0 {
+			soon(wait)
+			continue
+		}
+		want = append(want, p)
+	}
+	o.mu.Unlock()
+
+	for _, p := range want {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := o.acquire(ctx, p, target[p] != o.Member, g.Leases[p]); err != nil {
+			o.logger().Warn("cannot acquire partition; will retry", "partition", p, "err", err)
+			break // the store is in trouble: the next reconcile tries again
+		}
+	}
+	o.checkOut(stuck)
+	return next
+}
+
+// wants reports whether the owner should hold partition p: it is its
+// target, unless a step-down reservation keeps it out, or a reservation
+// makes it the successor or the fallback of p's target owner. h is the
+// owner's hold of p, if any.
+func (o *Owner) wants(p int, target, live []string, g Group, h *owned, now time.Time) bool {
+	rec := g.Leases[p]
+	if h != nil && now.Before(h.keepUntil) {
+		return true
+	}
+	if rec.Reserved <= 0 {
+		return target[p] == o.Member
+	}
+	switch {
+	case rec.Successor != "":
+		return rec.Successor == o.Member
+	case rec.Excluded == target[p]:
+		return Fallback(o.Group, p, live, target[p]) == o.Member
+	}
+	return target[p] == o.Member && rec.Excluded != o.Member
+}
+
+// acquire takes partition p and starts its tenure. A partition taken for
+// a reservation (not the owner's target) is kept until the reservation
+// ends.
+func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record) error {
+	e := o.elector(p)
+	sent := o.clock()()
+	actx, cancel := context.WithTimeout(ctx, o.RetryPeriod)
+	rec, err := o.Store.Acquire(actx, e.Name, o.Member, o.LeaseDuration)
+	cancel()
+	o.observe("acquire", o.clock()()-sent, err)
+	var held *HeldError
+	switch {
+	case errors.As(err, &held):
+		return nil // taken meanwhile, or not yet free: a later reconcile sees it
+	case err != nil:
+		return err
+	}
+	t := e.newTenure(rec, sent, true)
+	h := &owned{t: t}
+	if reserved {
+		h.keepUntil = time.Now().Add(seen.Reserved)
+	}
+	t.over = func() {
+		o.mu.Lock()
+		if o.held[p] == h {
+			delete(o.held, p)
+		}
+		o.mu.Unlock()
+		o.poke()
+	}
+	o.mu.Lock()
+	o.held[p] = h
+	o.mu.Unlock()
+	e.logger().Info("acquired partition", "token", rec.Token)
+	o.Started(p, t)
+	return nil
+}
+
+// checkOut takes the owner out of the group while a hand-off is stuck
+// (the others then stop assigning it partitions), and back in once none
+// is.
+func (o *Owner) checkOut(stuck bool) {
+	o.mu.Lock()
+	out := o.out
+	o.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
+	defer cancel()
+	switch {
+	case stuck && !out:
+		o.logger().Warn("a hand-off is stuck past the reconcile timeout; leaving the group until it completes",
+			"timeout", orDefault(o.ReconcileTimeout, DefaultReconcileTimeout))
+		if err := o.Store.Leave(ctx, o.Group, o.Member); err == nil {
+			o.setOut(true)
+		}
+	case !stuck && out && len(o.Held()) == 0:
+		g, err := o.Store.Join(ctx, o.Group, o.Partitions, o.Member, o.LeaseDuration)
+		if err == nil {
+			o.setOut(false)
+			o.setView(g)
+			o.logger().Info("joined the group again")
+			o.poke()
+		}
+	}
+}
+
+func (o *Owner) setOut(out bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.out = out
+}
+
+// leave deletes the member record, hands off every partition, and waits
+// until the caller released them all; renewal rounds go on meanwhile.
+func (o *Owner) leave(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
+	start := o.clock()()
+	err := o.Store.Leave(ctx, o.Group, o.Member)
+	cancel()
+	o.observe("leave", o.clock()()-start, err)
+	if err != nil {
+		log.Warn("could not leave the group; the others see it expire", "err", err)
+	}
+	o.mu.Lock()
+	o.out = true
+	for p, h := range o.held {
+		if h.handedOff.IsZero() {
+			h.handedOff = time.Now()
+			h.t.end(ErrHandedOff)
+			log.Info("handing partition off: leaving", "partition", p, "token", h.t.Token())
+		}
+	}
+	o.mu.Unlock()
+	for len(o.Held()) > 0 {
+		<-o.kick
+	}
+	log.Info("left the group")
+}
+
+func (o *Owner) clock() Clock {
+	if o.Clock != nil {
+		return o.Clock
+	}
+	return BootClock
+}
+
+func (o *Owner) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (o *Owner) observe(op string, took time.Duration, err error) {
+	if o.Observe != nil {
+		o.Observe(op, took, err)
+	}
+}

@@ -1,0 +1,278 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
+)
+
+// The owner loop's tests run in synctest bubbles against the in-memory
+// store; each owner's "work" is a goroutine that, when its tenure ends,
+// waits the member's stop delay and releases, as leaderrun stops a child.
+
+// works records which member runs each partition's work, and fails the
+// test if two ever overlap.
+type works struct {
+	t       *testing.T
+	mu      sync.Mutex // guards running
+	running map[int]string
+}
+
+func (w *works) start(p int, member string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if other, ok := w.running[p]; ok {
+		w.t.Errorf("partition %d: %s started while %s still runs it", p, member, other)
+	}
+	w.running[p] = member
+}
+
+func (w *works) stop(p int, member string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running[p] == member {
+		delete(w.running, p)
+	}
+}
+
+func (w *works) owners(n int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, n)
+	for p := range n {
+		out[p] = w.running[p]
+	}
+	return out
+}
+
+// member is a running Owner.
+type member struct {
+	o      *lease.Owner
+	store  *failing
+	cancel context.CancelFunc
+	done   chan error
+	// stopDelay is how long its work takes to stop once its tenure ended.
+	stopDelay atomic.Int64
+	causes    sync.Map // partition → the cause its last tenure ended with
+}
+
+// failing is a handle that, once broken, fails every call, as a store
+// this member cannot reach.
+type failing struct {
+	*leasetest.Memory
+	broken atomic.Bool
+}
+
+func (f *failing) RenewMember(ctx context.Context, group, m string, claims []lease.Claim, ttl time.Duration) (lease.Group, error) {
+	if f.broken.Load() {
+		<-ctx.Done()
+		return lease.Group{}, ctx.Err()
+	}
+	return f.Memory.RenewMember(ctx, group, m, claims, ttl)
+}
+
+func (f *failing) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	if f.broken.Load() {
+		<-ctx.Done()
+		return lease.Record{}, ctx.Err()
+	}
+	return f.Memory.Acquire(ctx, name, holder, ttl)
+}
+
+const (
+	ownerN     = 16
+	ownerTTL   = 15 * time.Second
+	ownerG     = 8 * time.Second
+	ownerR     = 2 * time.Second
+	reconcileI = 10 * time.Second
+)
+
+func startMember(t *testing.T, m *leasetest.Memory, w *works, id string) *member {
+	mb := &member{store: &failing{Memory: m.Handle()}, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	mb.cancel = cancel
+	start := time.Now()
+	mb.o = &lease.Owner{Store: mb.store, Group: "ingest", Partitions: ownerN, Member: id,
+		LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR, ReconcileInterval: reconcileI,
+		Clock: func() time.Duration { return time.Since(start) },
+		Started: func(p int, ten *lease.Tenure) {
+			w.start(p, id)
+			go func() {
+				<-ten.Context().Done()
+				mb.causes.Store(p, context.Cause(ten.Context()))
+				time.Sleep(time.Duration(mb.stopDelay.Load()))
+				w.stop(p, id)
+				ten.Release(context.Background())
+			}()
+		}}
+	go func() { mb.done <- mb.o.Run(ctx) }()
+	return mb
+}
+
+// leave stops the member gracefully and waits for Run to return.
+func (mb *member) leave(t *testing.T) {
+	t.Helper()
+	mb.cancel()
+	select {
+	case err := <-mb.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(time.Hour):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+func wantBounded(t *testing.T, owners []string, ids ...string) {
+	t.Helper()
+	want := lease.Target("ingest", ownerN, ids)
+	if !slices.Equal(owners, want) {
+		t.Errorf("partitions run by %q, want the target %q", owners, want)
+	}
+}
+
+func TestOwnersConvergeToTheBoundedTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		b := startMember(t, m, w, "b")
+		c := startMember(t, m, w, "c")
+		time.Sleep(time.Minute)
+		wantBounded(t, w.owners(ownerN), "a", "b", "c")
+		for _, mb := range []*member{a, b, c} {
+			if n := len(mb.o.Held()); n > (ownerN+2)/3 {
+				t.Errorf("%s holds %d partitions, more than ⌈16/3⌉", mb.o.Member, n)
+			}
+		}
+		a.leave(t)
+		b.leave(t)
+		c.leave(t)
+	})
+}
+
+func TestLeavingMemberIsReplacedWithinOneReconcile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		b := startMember(t, m, w, "b")
+		c := startMember(t, m, w, "c")
+		time.Sleep(time.Minute)
+		left := time.Now()
+		c.leave(t)
+		// The others are woken by the leave and the releases: at once.
+		time.Sleep(time.Second)
+		wantBounded(t, w.owners(ownerN), "a", "b")
+		if took := time.Since(left); took > reconcileI {
+			t.Errorf("took %v", took)
+		}
+		a.leave(t)
+		b.leave(t)
+	})
+}
+
+func TestSilentMemberLosesItsPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		b := startMember(t, m, w, "b")
+		time.Sleep(time.Minute)
+		mine := a.o.Held()
+		cut := time.Now()
+		a.store.broken.Store(true) // a can no longer reach the store
+		// a's work stops by its renew deadline (counted from the last
+		// round sent before the cut); b takes over once the leases expire.
+		time.Sleep(ownerG + 50*time.Millisecond)
+		for _, p := range mine {
+			if owner := w.owners(ownerN)[p]; owner == "a" {
+				t.Errorf("partition %d still run by a %v after it lost the store (renew deadline %v)", p, time.Since(cut), ownerG)
+			}
+			if c, _ := a.causes.Load(p); !errors.Is(c.(error), lease.ErrDeadline) {
+				t.Errorf("partition %d ended with %v, want the renew deadline", p, c)
+			}
+		}
+		time.Sleep(ownerTTL - ownerG + ownerR + time.Second)
+		wantBounded(t, w.owners(ownerN), "b")
+		a.store.broken.Store(false)
+		a.leave(t)
+		b.leave(t)
+	})
+}
+
+func TestSlowHandOffKeepsTheLeaseUntilReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		time.Sleep(time.Minute)
+		a.stopDelay.Store(int64(40 * time.Second)) // longer than the TTL
+		b := startMember(t, m, w, "b")
+		time.Sleep(30 * time.Second)
+		// a's work on the partitions moving to b is still stopping: their
+		// leases must still be a's, renewed, and b must not run them.
+		target := lease.Target("ingest", ownerN, []string{"a", "b"})
+		g, err := m.GetGroup(context.Background(), "ingest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, owner := range target {
+			if owner == "b" && !(g.Leases[p].Holder == "a" && g.Leases[p].Held()) {
+				t.Errorf("partition %d during a's slow hand-off: %+v, want still held by a", p, g.Leases[p])
+			}
+		}
+		time.Sleep(20 * time.Second)
+		wantBounded(t, w.owners(ownerN), "a", "b")
+		a.stopDelay.Store(0)
+		a.leave(t)
+		b.leave(t)
+	})
+}
+
+// TestMembersWhoDisagreeNeverShareAPartition: a member that sees the group
+// late (it misses wake-ups) computes another target for a while; the
+// leases arbitrate, and works.start fails the test on any overlap.
+func TestMembersWhoDisagreeNeverShareAPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		var ms []*member
+		for i := range 4 {
+			ms = append(ms, startMember(t, m, w, fmt.Sprintf("m%d", i)))
+			time.Sleep(time.Duration(i) * 700 * time.Millisecond)
+		}
+		ms[1].leave(t)
+		ms = append(ms[:1], ms[2:]...)
+		ms = append(ms, startMember(t, m, w, "m4"))
+		time.Sleep(time.Minute)
+		var ids []string
+		for _, mb := range ms {
+			ids = append(ids, mb.o.Member)
+		}
+		wantBounded(t, w.owners(ownerN), ids...)
+		for _, mb := range ms {
+			mb.leave(t)
+		}
+	})
+}
+
+func TestWrongPartitionCountIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		time.Sleep(time.Second)
+		o := &lease.Owner{Store: m.Handle(), Group: "ingest", Partitions: 8, Member: "b",
+			LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR,
+			Started: func(int, *lease.Tenure) { t.Error("a member of the wrong count started a partition") }}
+		err := o.Run(context.Background())
+		if !errors.Is(err, lease.ErrPartitions) || !errors.Is(err, lease.ErrRefused) {
+			t.Errorf("Run with another partition count = %v, want ErrPartitions and ErrRefused", err)
+		}
+		a.leave(t)
+	})
+}
