@@ -23,6 +23,8 @@ type Child struct {
 	reaped chan struct{} // closed by the reaper once the child has been reaped
 	done   chan struct{} // closed after reaped, once the terminal is given back
 
+	tag string // tags the child's environment; see attrib.go
+
 	stopOnce sync.Once
 }
 
@@ -53,7 +55,9 @@ func Start(spec Spec) (*Child, error) {
 		logger: spec.Logger,
 		reaped: make(chan struct{}),
 		done:   make(chan struct{}),
+		tag:    newTag(),
 	}
+	c.spec.Env = append(c.spec.Env[:len(c.spec.Env):len(c.spec.Env)], tagEnv+"="+c.tag)
 	started := make(chan error, 1)
 	go c.run(path, started)
 	if err := <-started; err != nil {

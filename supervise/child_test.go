@@ -106,15 +106,19 @@ func TestLookPathUsesSpecEnv(t *testing.T) {
 
 func TestEnvStripped(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "env")
-	env := append(os.Environ(), "NOTIFY_SOCKET=/run/notify", "WATCHDOG_USEC=1000", "WATCHDOG_PID=1", "KEEP=me")
+	env := append(os.Environ(), "NOTIFY_SOCKET=/run/notify", "WATCHDOG_USEC=1000", "WATCHDOG_PID=1", "KEEP=me",
+		tagEnv+"=outer") // an outer supervisor's tag
 	c := startHelper(t, Spec{Env: env}, "env", out)
 	waitDone(t, c)
 	got := strings.Split(waitFile(t, out), "\n")
 	for _, kv := range got {
 		key, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(strippedEnv, key) {
+		if slices.Contains(strippedEnv, key) && kv != tagEnv+"="+c.tag {
 			t.Errorf("child environment has %s", kv)
 		}
+	}
+	if !slices.Contains(got, tagEnv+"="+c.tag) {
+		t.Errorf("child environment lacks its own tag %s=%s", tagEnv, c.tag)
 	}
 	if !slices.Contains(got, "KEEP=me") {
 		t.Errorf("child environment lacks KEEP=me")

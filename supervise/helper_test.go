@@ -67,6 +67,22 @@ func helper(mode string, args []string) int {
 		writeFile(args[0]+".pidns", ns)
 		writeFile(args[0], strconv.Itoa(pid))
 		time.Sleep(time.Hour)
+	case "nest": // nest PIDFILE BARE: "nest-mid PIDFILE BARE" in our group, then sleep
+		spawn("nest-mid", args, nil)
+		time.Sleep(time.Hour)
+	case "nest-mid": // nest-mid PIDFILE BARE: a grandchild in a new session (with only the helper's variables if BARE is 1); exit once PIDFILE.go exists
+		cmd := exec.Command(os.Args[0], args[0]+".grandchild-ready")
+		cmd.Env = helperEnviron(os.Environ(), "sleep")
+		if args[1] == "1" {
+			cmd.Env = helperEnviron(nil, "sleep")
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			panic(err)
+		}
+		waitFileHelper(args[0] + ".grandchild-ready")
+		writeFile(args[0], strconv.Itoa(cmd.Process.Pid))
+		waitFileHelper(args[0] + ".go")
 	case "orphan": // orphan PIDFILE GOFILE: a grandchild that exits once GOFILE exists; exit now
 		pid := spawn("await", []string{args[1]}, nil)
 		writeFile(args[0], strconv.Itoa(pid))

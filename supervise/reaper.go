@@ -24,12 +24,18 @@ type reaper struct {
 	mu       sync.Mutex
 	children map[int]*Child // live Children by pid
 	logger   *slog.Logger   // the last non-nil Spec.Logger, for orphans
+	// tags and origins attribute escaped descendants to Children (see
+	// attrib.go); a Child stays in them until its Stop has swept.
+	tags    map[string]*Child
+	origins map[procID]*Child
 }
 
 var (
 	theReaper = reaper{
 		children: make(map[int]*Child),
 		logger:   slog.New(slog.DiscardHandler),
+		tags:     make(map[string]*Child),
+		origins:  make(map[procID]*Child),
 	}
 	reaperOnce sync.Once
 )
@@ -57,6 +63,7 @@ func (r *reaper) loop(sigchld <-chan os.Signal) {
 		select {
 		case <-sigchld:
 		case <-tick.C:
+			r.recordWhileSeveral()
 		}
 		r.reap()
 	}
@@ -86,6 +93,16 @@ func (r *reaper) reap() {
 	}
 }
 
+// recordWhileSeveral records the Children's descendants when more than one
+// runs: with one, every stray is its own or nobody's.
+func (r *reaper) recordWhileSeveral() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.children) > 1 {
+		r.recordOrigins()
+	}
+}
+
 // fork runs forkExec with r.mu held and registers c under the pid it returns.
 func (r *reaper) fork(c *Child, forkExec func() (int, error)) error {
 	r.mu.Lock()
@@ -96,6 +113,7 @@ func (r *reaper) fork(c *Child, forkExec func() (int, error)) error {
 	}
 	c.pid = pid
 	r.children[pid] = c
+	r.tags[c.tag] = c
 	return nil
 }
 

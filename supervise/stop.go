@@ -18,7 +18,8 @@ const groupPoll = 10 * time.Millisecond
 // is gone or KillGrace has passed, sends SIGKILL to the group and the child,
 // then kills and reaps every other child of this process that is not a live
 // Child, until none remains: descendants that escaped the group (setsid) and
-// were adopted by this subreaper or PID 1.
+// were adopted by this subreaper or PID 1 — except those it can tell came
+// from another Child not yet stopped (see attrib.go).
 //
 // Stop is idempotent and safe to call after the child exited by itself; then
 // only what remains of its group and the escaped descendants are stopped.
@@ -49,7 +50,7 @@ func (c *Child) stop(sig syscall.Signal) {
 		c.logger.Warn("kill grace expired; sent SIGKILL", "pid", c.pid, "grace", grace)
 	}
 	c.awaitReaped()
-	sweep(c.logger)
+	sweep(c)
 }
 
 // signal sends sig to the child's group and, if it left the group, to the

@@ -188,3 +188,59 @@ func procState(pid int) string {
 	}
 	return ""
 }
+
+// TestStopSweepsOnlyItsOwnStrays runs two Children, each with a descendant
+// that escaped its session and was adopted by this process, and checks that
+// stopping one kills its own stray and leaves the other's, whether the other
+// stray is known by the tag it inherited or, its environment cleared, by the
+// process tree recorded while its parent lived; a stray nothing attributes
+// is killed by either Stop.
+func TestStopSweepsOnlyItsOwnStrays(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		bare, recorded bool
+		wantKept       bool
+	}{
+		{name: "tagged", wantKept: true},
+		{name: "recorded", bare: true, recorded: true, wantKept: true},
+		{name: "unattributed", bare: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mine := filepath.Join(dir, "mine")
+			a := startHelper(t, Spec{KillGrace: 300 * time.Millisecond}, "escape", mine)
+			mineStray := readPid(t, mine)
+
+			theirs := filepath.Join(dir, "theirs")
+			bare := "0"
+			if tc.bare {
+				bare = "1"
+			}
+			b := startHelper(t, Spec{KillGrace: 300 * time.Millisecond}, "nest", theirs, bare)
+			theirStray := readPid(t, theirs)
+			if tc.recorded {
+				theReaper.recordWhileSeveral()
+			}
+			writeFile(theirs+".go", "")
+			waitFor(t, "the other stray's adoption", func() bool {
+				st, ok := procStat(theirStray)
+				return ok && st.ppid == os.Getpid()
+			})
+
+			stopWithin(t, a)
+			if !gone(mineStray) {
+				t.Errorf("the stopped Child's stray %d still exists", mineStray)
+			}
+			if kept := !gone(theirStray); kept != tc.wantKept {
+				t.Errorf("the other Child's stray %d kept = %v, want %v", theirStray, kept, tc.wantKept)
+			}
+			if gone(b.Pid()) {
+				t.Errorf("the other Child %d is gone", b.Pid())
+			}
+			stopWithin(t, b)
+			if !gone(theirStray) {
+				t.Errorf("the other Child's stray %d still exists after its own Stop", theirStray)
+			}
+		})
+	}
+}
