@@ -76,8 +76,12 @@ type Store interface {
 	// acquired, ErrNotHeld for one released or expired, ErrAlreadyLeader
 	// when successor holds the name, and ErrUnknownSuccessor when
 	// successor is not a live candidate (see Acquire and StepDownRefusal).
-	// It is one atomic operation: the checks and the write cannot be
-	// separated by another holder's acquisition.
+	// For a partition key (see SplitPartitionKey), a live member of its
+	// group is a live candidate too, though it never tried to acquire the
+	// partition; a member that left or whose record expired is not. For
+	// any other name, membership of a group plays no part.
+	// It is one atomic operation: the checks, the successor's among them,
+	// and the write cannot be separated by another holder's acquisition.
 	RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (Record, error)
 
 	// Get returns the record for name, or ErrNotFound.

@@ -82,7 +82,9 @@
 //     etcd lease is revoked. A step-down reservation lives in the record
 //     and so outlives the release.
 //   - RequestStepDown and Annotate rewrite the record in a transaction
-//     conditional on the record and lease key being as read.
+//     conditional on the record and lease key being as read, and for
+//     RequestStepDown on the successor's candidate key or, for a
+//     partition, its member key.
 //   - Wait watches the name's keys, reads them once etcd confirmed the
 //     watch, and returns on the next change: an acquisition, a release, a
 //     step-down, Annotate, or the deletion of the lease key when the

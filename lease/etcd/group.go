@@ -184,7 +184,7 @@ func (s *Store) join(ctx context.Context, group string, partitions int, member s
 		return lease.Group{}, errTTL
 	}
 	base := s.groupBase(group)
-	nKey, mKey := base+"n", base+"m/"+escape(member)
+	nKey, mKey := base+"n", s.memberKey(group, member)
 	n := strconv.Itoa(partitions)
 	for range 2 {
 		ref, left, err := s.memberLease(ctx, group, member, ttlSeconds(ttl))
@@ -339,7 +339,7 @@ func (s *Store) round(ctx context.Context, group, member string, claims []lease.
 	}
 	now := time.Now()
 	ops := append(attach,
-		clientv3.OpPut(base+"m/"+escape(member), memberValue{UntilMs: now.Add(ttl).UnixMilli(), TTLMs: ttl.Milliseconds()}.encode(),
+		clientv3.OpPut(s.memberKey(group, member), memberValue{UntilMs: now.Add(ttl).UnixMilli(), TTLMs: ttl.Milliseconds()}.encode(),
 			clientv3.WithLease(id)),
 		clientv3.OpGet(base, clientv3.WithPrefix()))
 	resp, err := s.client.Txn(ctx).If(exists).Then(ops...).Commit()
@@ -358,7 +358,7 @@ func (s *Store) Leave(ctx context.Context, group, member string) error {
 	if err := s.open(); err != nil {
 		return s.wrap(fmt.Sprintf("leave group %q", group), err)
 	}
-	_, err := s.client.Delete(ctx, s.groupBase(group)+"m/"+escape(member))
+	_, err := s.client.Delete(ctx, s.memberKey(group, member))
 	return s.wrap(fmt.Sprintf("leave group %q", group), err)
 }
 

@@ -59,6 +59,11 @@ func (s *Store) keysOf(name string) nameKeys {
 
 func (s *Store) groupBase(group string) string { return s.prefix + "/g/" + escape(group) + "/" }
 
+// memberKey is the key of member's record in group.
+func (s *Store) memberKey(group, member string) string {
+	return s.groupBase(group) + "m/" + escape(member)
+}
+
 func escape(s string) string { return url.PathEscape(s) }
 
 func unescape(s string) (string, error) { return url.PathUnescape(s) }

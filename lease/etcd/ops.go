@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -328,14 +329,21 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 	var out lease.Record
 	err := s.update(ctx, name, func(st nameState, now time.Time) (recordValue, []clientv3.Cmp, error) {
 		cur := st.view(name, now, justRenewed(1))
-		var cmps []clientv3.Cmp
-		cand := st.candidate(successor)
-		if !st.held() || successor == cur.Holder || (successor != "" && cand.untilMs <= now.UnixMilli()) {
+		if !st.held() || successor == cur.Holder {
 			return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
 		}
+		var cmps []clientv3.Cmp
 		if successor != "" {
-			// The successor's candidacy must still be the one read.
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(cand.key), "=", cand.rev))
+			// The successor's candidacy or membership must still be the
+			// one read.
+			cmp, live, err := s.liveSuccessor(ctx, st, name, successor, now)
+			if err != nil {
+				return recordValue{}, nil, err
+			}
+			if !live {
+				return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
+			}
+			cmps = append(cmps, cmp)
 		}
 		rec := st.rec
 		rec.StepDown = true
@@ -356,6 +364,30 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 		out.Remaining, out.Expires, out.Renewed = cur.Remaining, cur.Expires, cur.Renewed
 	}
 	return out, nil
+}
+
+// liveSuccessor reports whether successor is a live candidate for name in
+// st at now or, when name is a partition, a live member of its group, and
+// returns the comparison that holds while that candidate or member key is
+// as read. It reads the member key only when successor is no candidate.
+func (s *Store) liveSuccessor(ctx context.Context, st nameState, name, successor string, now time.Time) (clientv3.Cmp, bool, error) {
+	if cand := st.candidate(successor); cand.untilMs > now.UnixMilli() {
+		return clientv3.Compare(clientv3.ModRevision(cand.key), "=", cand.rev), true, nil
+	}
+	group, _, ok := lease.SplitPartitionKey(name)
+	if !ok {
+		return clientv3.Cmp{}, false, nil
+	}
+	key := s.memberKey(group, successor)
+	resp, err := s.client.Get(ctx, key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return clientv3.Cmp{}, false, err
+	}
+	var m memberValue
+	if json.Unmarshal(resp.Kvs[0].Value, &m) != nil || m.UntilMs <= now.UnixMilli() {
+		return clientv3.Cmp{}, false, nil
+	}
+	return clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision), true, nil
 }
 
 // update rewrites name's record with what change makes of the state read,

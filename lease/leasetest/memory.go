@@ -210,7 +210,7 @@ func (m *Memory) RequestStepDown(ctx context.Context, name, successor string, wi
 		return lease.Record{}, lease.StepDownRefusal(lease.Record{}, false, successor)
 	}
 	cur := row.view(now)
-	if !cur.Held() || successor == cur.Holder || (successor != "" && !now.Before(d.candidates[name][successor])) {
+	if !cur.Held() || successor == cur.Holder || (successor != "" && !d.liveSuccessorLocked(name, successor, now)) {
 		return lease.Record{}, lease.StepDownRefusal(cur, true, successor)
 	}
 	row.rec.StepDown = true
@@ -409,6 +409,19 @@ func (d *memData) groupLocked(group string) lease.Group {
 		}
 	}
 	return out
+}
+
+// liveSuccessorLocked reports whether successor is a live candidate for
+// name or, when name is a partition, a live member of its group.
+func (d *memData) liveSuccessorLocked(name, successor string, now time.Time) bool {
+	if now.Before(d.candidates[name][successor]) {
+		return true
+	}
+	group, _, ok := lease.SplitPartitionKey(name)
+	if !ok || d.groups[group] == nil {
+		return false
+	}
+	return now.Before(d.groups[group].members[successor])
 }
 
 func (d *memData) seeLocked(name, holder string, until time.Time) {

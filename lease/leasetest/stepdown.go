@@ -207,3 +207,61 @@ func testStepDownReleaseWakesWaiter(t *testing.T, h Harness) {
 	wantWoken(t, woke, released)
 	mustAcquire(t, b, "n", "b", ttl)
 }
+
+// testStepDownToMember: for a partition, a live member of its group may be
+// named successor though it never tried to acquire the partition; a member
+// that left or expired may not, nor may a member be named for a name that
+// is not one of its group's partitions.
+func testStepDownToMember(t *testing.T, h Harness) {
+	a, b, d, op := open(t, h), open(t, h), open(t, h), open(t, h)
+	const (
+		group  = "g"
+		n      = 4
+		window = 10 * time.Second
+	)
+	key := lease.PartitionKey(group, 1)
+	mustJoinFor(t, op, group, n, "expired", 300*time.Millisecond)
+	mustJoin(t, a, group, n, "a")
+	mustJoin(t, b, group, n, "b")
+	mustJoin(t, op, group, n, "c")
+	mustJoin(t, d, group, n, "d")
+	first := mustAcquire(t, a, key, "a", ttl)
+	plain := mustAcquire(t, a, group, "a", ttl) // a name, not a partition
+	other := mustAcquire(t, a, lease.PartitionKey("other", 1), "a", ttl)
+	if err := op.Leave(ctx(t), group, "c"); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	time.Sleep(350 * time.Millisecond) // the record of "expired" expires
+	for _, tc := range []struct{ name, successor, why string }{
+		{key, "c", "a member that left"},
+		{key, "expired", "a member whose record expired"},
+		{key, "nobody", "no member"},
+		{plain.Name, "b", "a member, for a name that is not a partition"},
+		{other.Name, "b", "a member of another group"},
+	} {
+		if _, err := op.RequestStepDown(ctx(t), tc.name, tc.successor, window); !errors.Is(err, lease.ErrUnknownSuccessor) {
+			t.Errorf("RequestStepDown(%q) to %s = %v, want ErrUnknownSuccessor", tc.name, tc.why, err)
+		}
+	}
+	// Nothing changed: the holder's renewals see no request.
+	for _, rec := range []lease.Record{first, plain, other} {
+		renewed, err := a.Renew(ctx(t), rec.Name, "a", rec.Token, ttl)
+		if err != nil {
+			t.Fatalf("Renew(%q): %v", rec.Name, err)
+		}
+		if renewed.StepDown || renewed.Reserved > 0 || renewed.Successor != "" || renewed.Token != rec.Token {
+			t.Errorf("after refused requests, Renew(%q) = %+v, want token %d, no step-down, no reservation", rec.Name, renewed, rec.Token)
+		}
+	}
+
+	asked := mustStepDown(t, op, key, "b", window)
+	if asked.Holder != "a" || asked.Token != first.Token {
+		t.Errorf("RequestStepDown to member b = %+v, want holder a, token %d", asked, first.Token)
+	}
+	mustRelease(t, a, first)
+	wantRefused(t, d, key, "d", window)
+	second := mustAcquire(t, b, key, "b", ttl)
+	if second.Token <= first.Token {
+		t.Errorf("member b's grant = %+v, want token > %d", second, first.Token)
+	}
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"StepDownToSuccessor", testStepDownToSuccessor},
 		{"ReservationEnds", testReservationEnds},
 		{"StepDownReleaseWakesWaiter", testStepDownReleaseWakesWaiter},
+		{"StepDownToLiveMember", testStepDownToMember},
 		{"GroupJoinExpiryAndLeave", testGroupMembers},
 		{"GroupPartitionCountIsFixed", testGroupPartitionCount},
 		{"GroupBadInputWritesNothing", testGroupBadInput},

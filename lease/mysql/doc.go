@@ -84,8 +84,8 @@
 //   - Release and Annotate: one multi-table UPDATE with the same guard,
 //     which also raises the versions of the row and, for a partition, of
 //     its group.
-//   - RequestStepDown: one transaction (lock the row, check the candidate,
-//     update).
+//   - RequestStepDown: one transaction (lock the row, check the candidate
+//     or, for a partition, the member, update).
 //   - Join, RenewMember, Leave: one transaction each; RenewMember is START
 //     TRANSACTION, an UPDATE of the member record, one UPDATE of every
 //     claimed partition lease, the group's SELECT, COMMIT — 5 statements

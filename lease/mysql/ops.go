@@ -295,10 +295,10 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 
 // RequestStepDown sets the step-down flag and the reservation in one
 // transaction: it locks the lease row, checks that it is held, not by
-// successor, and that successor is a live candidate, then updates it and
-// raises the version waiters poll. Waiters blocked on the tenure's lock
-// learn of it within lockPollInterval; the holder learns of it from its
-// next Renew.
+// successor, and that successor is a live candidate or, for a partition, a
+// live member of its group, then updates it and raises the version waiters
+// poll. Waiters blocked on the tenure's lock learn of it within
+// lockPollInterval; the holder learns of it from its next Renew.
 func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
 	op := fmt.Sprintf("step down lease %q", name)
 	if window <= 0 {
@@ -324,15 +324,13 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 			return nil
 		}
 		if successor != "" {
-			var one int
-			err := r.queryRow(ctx, "SELECT 1 FROM `"+candidatesTable+"` WHERE name = ? AND holder = ? AND seen_until > ?",
-				name, successor, now).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				refusal = lease.StepDownRefusal(cur, found, successor)
-				return nil
-			}
+			live, err := liveSuccessor(ctx, r, name, successor, now)
 			if err != nil {
 				return err
+			}
+			if !live {
+				refusal = lease.StepDownRefusal(cur, found, successor)
+				return nil
 			}
 		}
 		excluded := ""
@@ -360,6 +358,24 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 		return lease.Record{}, fmt.Errorf("%s: %w", op, refusal)
 	}
 	return rec, nil
+}
+
+// liveSuccessor reports, inside the caller's transaction on r, whether
+// successor is a live candidate for name at now or, when name is a
+// partition, a live member of its group.
+func liveSuccessor(ctx context.Context, r runner, name, successor string, now time.Time) (bool, error) {
+	q := "SELECT 1 FROM `" + candidatesTable + "` WHERE name = ? AND holder = ? AND seen_until > ?"
+	args := []any{name, successor, now}
+	if group := groupOf(name); group != nil {
+		q += " UNION ALL SELECT 1 FROM `" + membersTable + "` WHERE grp = ? AND member = ? AND expires_at > ?"
+		args = append(args, group, successor, now)
+	}
+	var one int
+	err := r.queryRow(ctx, q+" LIMIT 1", args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Get returns name's record, or lease.ErrNotFound.

@@ -49,7 +49,8 @@
 // the caller, and upserts the caller into candidates (seen until now +
 // 2×ttl) in the same statement, through a data-modifying CTE.
 // RequestStepDown is an UPDATE guarded by "held, not by the successor, and
-// the successor a live candidate". Acquire, Release and RequestStepDown
+// the successor a live candidate or, for a partition, a live member of its
+// group". Acquire, Release and RequestStepDown
 // notify the channel "leaderrun.SCHEMA" with the lease name as payload in
 // the same statement; Renew does not. Record.Remaining and Record.Reserved
 // are computed by the database.

@@ -241,8 +241,9 @@ SELECT freed.name FROM freed CROSS JOIN LATERAL pg_notify($4, freed.name) AS not
 }
 
 // RequestStepDown sets the step-down flag and the reservation in one UPDATE
-// guarded by "held, not by successor, and successor a live candidate", and
-// notifies waiters in the same statement. Only when it changes nothing
+// guarded by "held, not by successor, and successor a live candidate or,
+// for a partition, a live member of its group", and notifies waiters in
+// the same statement. Only when it changes nothing
 // does a read find out why, for the error.
 func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
 	op := fmt.Sprintf("step down lease %q", name)
@@ -256,15 +257,21 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 		excluded_holder = CASE WHEN $2 = '' THEN l.holder ELSE '' END,
 		reserved_until = now() + $3::bigint * interval '1 microsecond'
 	WHERE l.name = $1 AND NOT l.released AND l.expires_at > now() AND l.holder <> $2
-		AND ($2 = '' OR EXISTS (SELECT 1 FROM %[3]s AS c
-			WHERE c.name = $1 AND c.holder = $2 AND c.seen_until > now()))
+		AND ($2 = ''
+			OR EXISTS (SELECT 1 FROM %[3]s AS c
+				WHERE c.name = $1 AND c.holder = $2 AND c.seen_until > now())
+			OR ($5 <> '' AND EXISTS (SELECT 1 FROM %[4]s AS m
+				WHERE m.grp = $5 AND m.member = $2 AND m.expires_at > now())))
 	RETURNING l.*
 )
-SELECT %[2]s FROM asked CROSS JOIN LATERAL pg_notify($4, asked.name) AS notified`, s.table, recordColumns, s.candidates)
+SELECT %[2]s FROM asked CROSS JOIN LATERAL pg_notify($4, asked.name) AS notified`, s.table, recordColumns, s.candidates, s.members)
+	// The name's group when it is a partition; empty, which no group's
+	// name is, for any other name.
+	group, _, _ := lease.SplitPartitionKey(name)
 	var rec lease.Record
 	err := s.do(ctx, func(conn *pgx.Conn) error {
 		var err error
-		rec, err = scanRecord(conn.QueryRow(ctx, q, name, successor, window.Microseconds(), s.channel))
+		rec, err = scanRecord(conn.QueryRow(ctx, q, name, successor, window.Microseconds(), s.channel, group))
 		return err
 	})
 	if err == nil {

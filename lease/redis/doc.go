@@ -48,9 +48,10 @@
 // max(last token + 1, TIME in milliseconds), or records the caller as a
 // candidate; Renew, Annotate and Release check holder, token, not released
 // and not expired; RequestStepDown checks the holder and the successor's
-// candidacy. A member's renewal round (RenewMember) is one script whatever
-// the number of claims. Lease records and tokens never expire, so that an eviction
-// policy limited to keys with a TTL (volatile-*) never touches them.
+// candidacy or, for a partition, its membership of the group. A member's
+// renewal round (RenewMember) is one script whatever the number of claims.
+// Lease records and tokens never expire, so that an eviction policy
+// limited to keys with a TTL (volatile-*) never touches them.
 //
 // # Wake-ups
 //

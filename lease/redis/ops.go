@@ -115,16 +115,19 @@ func (s *Store) ifHeld(ctx context.Context, op string, script *goredis.Script, n
 }
 
 // RequestStepDown sets the step-down flag and the reservation in one script
-// guarded by "held, not by successor, and successor a live candidate", and
-// publishes name. When it changes nothing, the record the same script read
-// says why.
+// guarded by "held, not by successor, and successor a live candidate or,
+// for a partition, a live member of its group", and publishes name. When
+// it changes nothing, the record the same script read says why.
 func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
 	op := fmt.Sprintf("step down lease %q", name)
 	if window <= 0 {
 		return lease.Record{}, fmt.Errorf("%s: window must be positive", op)
 	}
-	reply, err := s.run(ctx, s.scripts.stepDown, false, []string{s.keys.lease(name), s.keys.cand(name)},
-		successor, window.Microseconds(), s.channel)
+	keys := []string{s.keys.lease(name), s.keys.cand(name)}
+	if group, _, ok := lease.SplitPartitionKey(name); ok {
+		keys = append(keys, s.keys.members(group)) // the same hash slot
+	}
+	reply, err := s.run(ctx, s.scripts.stepDown, false, keys, successor, window.Microseconds(), s.channel)
 	if err != nil {
 		return lease.Record{}, s.wrap(op, err)
 	}

@@ -67,15 +67,20 @@ ON CONFLICT (name, holder) DO UPDATE SET boot_id = excluded.boot_id, seen_ms = e
 // stepDownSQL marks the tenure of name ?1 as asked to step down and
 // reserves the name until ?5 for successor ?2 or, when ?2 is empty,
 // against the holder, if the name is held at store time ?4 under boot id
-// ?3 by someone other than ?2, and ?2 is empty or a live candidate.
+// ?3 by someone other than ?2, and ?2 is empty, a live candidate or a live
+// member of group ?6 (the name's group when it is a partition; empty,
+// which no group's name is, for any other name).
 const stepDownSQL = `UPDATE leases SET
 	step_down = 1,
 	successor = ?2,
 	excluded_holder = CASE WHEN ?2 = '' THEN holder ELSE '' END,
 	reserved_ms = ?5
 WHERE name = ?1 AND boot_id = ?3 AND NOT released AND expires_ms > ?4 AND holder <> ?2
-	AND (?2 = '' OR EXISTS (SELECT 1 FROM candidates AS c
-		WHERE c.name = ?1 AND c.holder = ?2 AND c.boot_id = ?3 AND c.seen_ms > ?4))
+	AND (?2 = ''
+		OR EXISTS (SELECT 1 FROM candidates AS c
+			WHERE c.name = ?1 AND c.holder = ?2 AND c.boot_id = ?3 AND c.seen_ms > ?4)
+		OR (?6 <> '' AND EXISTS (SELECT 1 FROM members AS m
+			WHERE m.grp = ?6 AND m.member = ?2 AND m.boot_id = ?3 AND m.expires_ms > ?4)))
 RETURNING ` + columns
 
 // heldSQL is the condition under which holder ?2 holds name ?1 with token
@@ -290,7 +295,8 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("%s: %w", op, err)
 	}
-	rows, err := s.queryRows(ctx, stepDownSQL, name, successor, s.clock.bootID, now.millis(), now.millis()+windowMs)
+	group, _, _ := lease.SplitPartitionKey(name)
+	rows, err := s.queryRows(ctx, stepDownSQL, name, successor, s.clock.bootID, now.millis(), now.millis()+windowMs, group)
 	if err != nil {
 		return lease.Record{}, s.fail(op, err)
 	}

@@ -1,4 +1,5 @@
--- RequestStepDown. KEYS: 1 lease record, 2 candidates. ARGV: 1 successor
+-- RequestStepDown. KEYS: 1 lease record, 2 candidates, 3 for a partition
+-- only: its group's members (identity → expiry µs). ARGV: 1 successor
 -- ('' for none), 2 window µs, 3 wake-up channel.
 -- Reply: result(1, updated record), or result(0, record or nil) when it
 -- changed nothing.
@@ -8,9 +9,13 @@ if not r then
 end
 local successor = ARGV[1]
 local ok = held(r) and r.holder ~= successor
+-- live reports whether successor's score in the sorted set key is ahead.
+local function live(key)
+  local score = tonumber(redis.call('ZSCORE', key, successor))
+  return score ~= nil and score > now
+end
 if ok and successor ~= '' then
-  local seen = tonumber(redis.call('ZSCORE', KEYS[2], successor))
-  ok = seen ~= nil and seen > now
+  ok = live(KEYS[2]) or (KEYS[3] ~= nil and live(KEYS[3]))
 end
 if not ok then
   return result(0, r)
