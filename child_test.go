@@ -29,8 +29,20 @@ func childMain() {
 	lock := fs.String("lock", "", "take an exclusive flock of `FILE` at once (LOCK_NB) and hold it, with every grandchild; "+
 		"exit 99 and write FILE.busy if another process holds it")
 	envFile := fs.String("env", "", "write the environment to `FILE`, a variable per line (before -ready)")
+	ledger := fs.String("ledger", "", "append a line to `FILE` when this child starts (after -lock) and when it exits: "+
+		"start|exit p=PARTITION token=TOKEN holder=HOLDER pid=PID at=UNIXNANO")
 	sleeper := fs.String("sleeper", "", "(internal) become the escaped grandchild: setsid, then write the pid and session to `FILE`")
 	fs.Parse(os.Args[1:])
+	// In file names, %p stands for the partition (LEADERRUN_PARTITION).
+	for _, f := range []*string{ready, record, escapee, exitFile, orphan, lock, envFile} {
+		*f = strings.ReplaceAll(*f, "%p", os.Getenv("LEADERRUN_PARTITION"))
+	}
+	note := func(event string) {
+		if *ledger != "" {
+			appendLine(*ledger, fmt.Sprintf("%s p=%s token=%s holder=%s pid=%d at=%d", event, os.Getenv("LEADERRUN_PARTITION"),
+				os.Getenv("LEADERRUN_TOKEN"), os.Getenv("LEADERRUN_HOLDER"), os.Getpid(), time.Now().UnixNano()))
+		}
+	}
 
 	if *sleeper != "" {
 		sid, err := syscall.Setsid()
@@ -56,12 +68,14 @@ func childMain() {
 	if *envFile != "" {
 		writeFile(*envFile, strings.Join(os.Environ(), "\n"))
 	}
+	note("start")
 	if *ready != "" {
 		pidns, _ := os.Readlink("/proc/self/ns/pid")
 		writeFile(*ready, fmt.Sprintf("%d at=%d pidns=%s token=%s name=%s holder=%s", os.Getpid(), time.Now().UnixNano(), pidns,
 			os.Getenv("LEADERRUN_TOKEN"), os.Getenv("LEADERRUN_NAME"), os.Getenv("LEADERRUN_HOLDER")))
 	}
 	if *exitCode >= 0 {
+		note("exit")
 		os.Exit(*exitCode)
 	}
 	if *killSelf != "" {
@@ -82,6 +96,7 @@ func childMain() {
 			if *exitFile != "" {
 				writeFile(*exitFile, fmt.Sprintf("at=%d", time.Now().UnixNano()))
 			}
+			note("exit")
 			os.Exit(*termExit)
 		}
 	}

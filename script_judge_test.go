@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,29 +11,13 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/leaderrun/leaderrun/internal/pgtest"
 )
 
 // TestJudge runs the scripts of testdata/judge once per store. In each, a
 // child and its escaped grandchild hold an flock that the next leader's
 // child must take without waiting: the kernel, not a timestamp, judges
 // whether the old tree was dead before the new child started.
-func TestJudge(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		testscript.Run(t, scriptParams("testdata/judge", func(env *testscript.Env) error {
-			env.Setenv("LEADERRUN_STORE", "sqlite:"+filepath.Join(env.WorkDir, "leases.db"))
-			return nil
-		}, false))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn := pgtest.Require(t)
-		testscript.Run(t, scriptParams("testdata/judge", func(env *testscript.Env) error {
-			env.Setenv("LEADERRUN_STORE", pgSchema(env, dsn))
-			return nil
-		}, true))
-	})
-}
+func TestJudge(t *testing.T) { runPerStore(t, "testdata/judge") }
 
 // busy N: keep N goroutines spinning until the script ends, as load from
 // other processes on a small machine would.

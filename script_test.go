@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -25,7 +26,8 @@ import (
 	"github.com/leaderrun/leaderrun/internal/citest"
 	"github.com/leaderrun/leaderrun/internal/pgtest"
 	"github.com/leaderrun/leaderrun/internal/tcpproxy"
-	_ "github.com/leaderrun/leaderrun/lease/sqlite"
+	"github.com/leaderrun/leaderrun/lease"
+	_ "github.com/leaderrun/leaderrun/lease/stores"
 	"github.com/leaderrun/leaderrun/signals"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -125,6 +127,7 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			"ptykey":    cmdPtyKey,
 			"waitstate": cmdWaitState,
 			"atspan":    cmdAtSpan,
+			"running":   cmdRunning,
 		},
 	}
 }
@@ -308,17 +311,27 @@ func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// steal NAME: hand NAME's lease to the holder "thief" (and a token one
-// higher) behind the leader's back, in the store that $LEADERRUN_STORE
-// names, as a store restore or an operator might.
+// steal NAME: take NAME from its holder behind leaderrun's back, as a
+// thief that declares the holder dead would: the store grants it to
+// "thief" under a new token while the holder's lease has not expired, and
+// the holder's next renewal finds it lost.
 func cmdSteal(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: steal NAME")
 	}
-	name := strings.ReplaceAll(args[0], "'", "''")
-	if n := storeExec(ts, "UPDATE leases SET holder = 'thief', token = token + 1 WHERE name = '"+name+"'"); n != 1 {
-		ts.Fatalf("no lease %q to steal", args[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := lease.Open(ctx, ts.Getenv("LEADERRUN_STORE"))
+	ts.Check(err)
+	defer store.Close()
+	rec, err := store.Get(ctx, args[0])
+	ts.Check(err)
+	if !rec.Held() {
+		ts.Fatalf("no lease %q held to steal: %+v", args[0], rec)
 	}
+	// The thief's lease ends about when the holder's would have.
+	_, err = store.Seize(ctx, args[0], "thief", rec, max(rec.Remaining, time.Second))
+	ts.Check(err)
 }
 
 // storesql STATEMENT: run an SQL statement in the store that

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/signals"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -25,7 +26,7 @@ var Version = "dev"
 const usageText = `leaderrun [options] -- COMMAND [ARG...]
 leaderrun status [--json] [--store DSN] [NAME]
 leaderrun watch [--json] [--store DSN] NAME
-leaderrun step-down [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
+leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
 leaderrun version | --version
 leaderrun help [COMMAND]`
 
@@ -43,6 +44,12 @@ command writes reject tokens lower than one it has seen. Everything after
 On lost tenure the command's process group gets --stop-signal and, after
 --kill-grace, SIGKILL; descendants that left the group are killed too.
 
+With --partitions N, NAME is split into N partitions spread evenly over the
+live replicas; each replica runs one COMMAND per partition it owns, with
+LEADERRUN_PARTITION (0 to N-1) and LEADERRUN_PARTITIONS too, and the
+partition's own LEADERRUN_TOKEN. A partition moves in order: its command
+is stopped, then the partition is released, then another replica starts it.
+
 --name, --store and --store-file also work before status, watch and
 step-down; the other options mean nothing there and are refused.
 
@@ -50,9 +57,11 @@ Examples:
    leaderrun --name relay -- ./relay --port 7000
    leaderrun --name relay --store postgres://app@db/app -- ./relay
    leaderrun --name nightly --once --hold-at-least 1h --acquire-timeout 10s -- ./report.sh
+   leaderrun --name ingest --partitions 16 -- ./consume
    leaderrun status --store postgres://app@db/app
 
-Exit status: the command's; 124 not acquired within --acquire-timeout;
+Exit status: the command's (with --partitions, 0 once stopped); 124 not
+acquired within --acquire-timeout;
 125 leaderrun's own error (options, configuration, store refused);
 126 command not executable; 127 command not found. When the command dies
 by a signal, leaderrun dies by the same signal (as PID 1: exits 128+N).`
@@ -160,8 +169,14 @@ func runFlags() []cli.Flag {
 			Usage: "give up (exit 124) when the lease is not acquired within this long (" + bounds("acquire-timeout") + ")"},
 		&cli.DurationFlag{Name: "restart-delay", EnvVars: env("restart-delay"), Value: config.DefaultRestartDelay,
 			Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m (" + bounds("restart-delay") + ")"},
+		&cli.IntFlag{Name: "partitions", EnvVars: env("partitions"), DefaultText: "off: one name",
+			Usage: "split --name into N partitions (1 to " + fmt.Sprint(config.MaxPartitions) + "), spread over the live replicas, and run one COMMAND per partition this replica owns; every replica must give the same N"},
+		&cli.DurationFlag{Name: "reconcile-interval", EnvVars: env("reconcile-interval"), DefaultText: shortDuration(lease.DefaultReconcileInterval),
+			Usage: "with --partitions: compare the partitions owned with the balanced target at least this often; changes of members are seen at once (" + bounds("reconcile-interval") + ")"},
+		&cli.DurationFlag{Name: "reconcile-timeout", EnvVars: env("reconcile-timeout"), DefaultText: "max(" + shortDuration(lease.DefaultReconcileTimeout) + ", 2 × kill grace)",
+			Usage: "with --partitions: a hand-off stuck longer than this takes the replica out of the membership until it completes, so that no more partitions are handed to it (" + bounds("reconcile-timeout") + ")"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: env("http-addr"), DefaultText: "off",
-			Usage: "serve /healthz, /leader (200 leading, 503 standby) and /metrics on this address, e.g. 127.0.0.1:9090"},
+			Usage: "serve /healthz, /leader (200 leading, 503 standby; with --partitions, /partitions instead) and /metrics on this address, e.g. 127.0.0.1:9090"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("log-format"), Value: "text", Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("log-level"), Value: "info", Usage: "log level: debug, info, warn or error"},
 	}
@@ -203,13 +218,20 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		AcquireTimeout: c.Duration("acquire-timeout"),
 		RestartDelay:   c.Duration("restart-delay"),
 		Command:        command,
+
+		Partitions:        c.Int("partitions"),
+		ReconcileInterval: c.Duration("reconcile-interval"),
+		ReconcileTimeout:  c.Duration("reconcile-timeout"),
 	}}
 	var problems []string
 	// A zero the user wrote is not "the default": say so.
-	for _, opt := range []string{"ttl", "renew-interval", "renew-deadline", "kill-grace"} {
+	for _, opt := range []string{"ttl", "renew-interval", "renew-deadline", "kill-grace", "reconcile-interval", "reconcile-timeout"} {
 		if c.IsSet(opt) && c.Duration(opt) == 0 {
 			problems = append(problems, fmt.Sprintf("--%s 0s: must be positive (leave the option out for its default)", opt))
 		}
+	}
+	if c.IsSet("partitions") && rc.Partitions == 0 {
+		problems = append(problems, fmt.Sprintf("--partitions 0: must be from 1 to %d (leave the option out for one name)", config.MaxPartitions))
 	}
 	if err := rc.Validate(); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)

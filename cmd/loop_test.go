@@ -202,7 +202,7 @@ func startLoop(t *testing.T, adjust func(*runConfig), before ...func(*loop)) *lo
 	}
 	lp := &loop{t: t, m: m, ev: ev, st: &starter{ev: ev, started: make(chan *fakeChild)},
 		start: time.Now(), errc: make(chan error, 1)}
-	lp.l = newLeader(rc, "a", slog.New(slog.DiscardHandler))
+	lp.l = newLeader(newReplica(rc, "a", slog.New(slog.DiscardHandler)))
 	lp.l.start = lp.st.start
 	lp.l.clock = func() time.Duration { return time.Since(lp.start) }
 	lp.l.useStore(loggingStore{Memory: m, ev: ev})

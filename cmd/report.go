@@ -17,9 +17,10 @@ import (
 // endpoints and metrics (observe) and systemd (sdnotify). Its methods are
 // safe for concurrent use; a nil Notifier makes the systemd part a no-op.
 type reporter struct {
-	name string
-	obs  *observe.Observer
-	sd   *sdnotify.Notifier
+	name       string
+	partitions int // --partitions; 0 for one name
+	obs        *observe.Observer
+	sd         *sdnotify.Notifier
 
 	mu     sync.Mutex // guards leader
 	leader string     // the other holder last seen while standing by
@@ -29,11 +30,15 @@ func newReporter(name, holder string, renewDeadline time.Duration) *reporter {
 	return &reporter{name: name, obs: observe.New(name, holder, renewDeadline), sd: sdnotify.FromEnv()}
 }
 
-// storeCall is the election's Elector.Observe hook.
+// storeCall is the election's Elector.Observe hook, and the Owner's.
 func (r *reporter) storeCall(op string, took time.Duration, err error) {
+	if op == "reconcile" {
+		r.obs.Reconciled(took)
+		return
+	}
 	r.obs.StoreCall(op, took, err)
 	var held *lease.HeldError
-	if !errors.As(err, &held) {
+	if r.partitions > 0 || !errors.As(err, &held) {
 		return
 	}
 	r.mu.Lock()
@@ -68,6 +73,40 @@ func (r *reporter) ended(ten *lease.Tenure, status supervise.Status, exited bool
 }
 
 func (r *reporter) stopping() { r.sd.Stopping() }
+
+// partitioned makes the reporter a partitioned replica's; view is the
+// body of GET /partitions.
+func (r *reporter) partitioned(n int, view func() any) {
+	r.partitions = n
+	r.obs.Partitioned(n, func() any { return view() })
+}
+
+// joining says the process works and joins the group.
+func (r *reporter) joining() {
+	r.sd.Notify("READY=1\nSTATUS=" + r.owns())
+}
+
+func (r *reporter) partitionStarted(p int, token int64) {
+	r.obs.PartitionStarted(p, token)
+	r.sd.Status(r.owns())
+}
+
+func (r *reporter) partitionEnded(p int, ten *lease.Tenure, status supervise.Status, exited bool) {
+	if exited {
+		r.obs.ChildExited(status.ExitCode())
+	}
+	cause := context.Cause(ten.Context())
+	if cause == nil { // the command ended on its own: the partition is given back next
+		cause = lease.ErrReleased
+	}
+	r.obs.PartitionEnded(p, cause)
+	r.sd.Status(r.owns())
+}
+
+// owns is a partitioned replica's systemd status.
+func (r *reporter) owns() string {
+	return fmt.Sprintf("owns %d of %d partitions of %s", r.obs.Owned(), r.partitions, r.name)
+}
 
 // watchdog sends systemd's keep-alive while the store answers, until ctx
 // ends; it returns at once when no watchdog is configured.

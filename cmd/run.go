@@ -70,8 +70,19 @@ func startChild(spec supervise.Spec) (child, error) {
 // releaseTimeout bounds the hand-back of the name at the end of a tenure.
 const releaseTimeout = 5 * time.Second
 
-// runLeader campaigns, runs the command while leading, and returns the
-// child's final status as *childExit, or the error that ended the run.
+// mode is how a replica runs: one name (leader) or its partitions
+// (partitioned).
+type mode interface {
+	// run opens the store and runs until told to stop or an error that
+	// no retry can fix.
+	run() error
+	stop(sig syscall.Signal)
+	relaySignals(sigs <-chan os.Signal, quit <-chan struct{})
+}
+
+// runLeader campaigns, runs the command while leading (one per partition
+// owned, with --partitions), and returns the child's final status as
+// *childExit, or the error that ended the run.
 func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *slog.Logger) error {
 	dsn := rc.Store
 	if dsn == "" {
@@ -90,60 +101,67 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	if err := environ.Hide(); err != nil {
 		log.Warn("cannot make this process non-dumpable; other processes of its user can read its memory", "err", err)
 	}
-	l := newLeader(rc, holder, log)
-	l.dsn = dsn
+	r := newReplica(rc, holder, log)
+	r.dsn = dsn
+	var m mode = newLeader(r)
+	if rc.Partitions > 0 {
+		m = newPartitioned(r)
+	}
 	var g run.Group
 	quit := make(chan struct{})
-	g.Add(func() error { l.relaySignals(sigs, quit); return nil },
+	g.Add(func() error { m.relaySignals(sigs, quit); return nil },
 		func(error) { close(quit) })
-	g.Add(l.run, func(error) { l.stop(0) })
+	g.Add(m.run, func(error) { m.stop(0) })
 	if rc.HTTPAddr != "" {
 		ln, err := observe.Listen(rc.HTTPAddr)
 		if err != nil {
 			return &usageError{err}
 		}
-		l.log.Info("serving /healthz, /leader and /metrics", "addr", ln.Addr().String())
-		l.report.obs.SetLogger(l.log)
+		r.log.Info("serving /healthz, "+r.report.obs.Routes()+" and /metrics", "addr", ln.Addr().String())
+		r.report.obs.SetLogger(r.log)
 		ctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return l.report.obs.Serve(ctx, ln) }, func(error) { cancel() })
+		g.Add(func() error { return r.report.obs.Serve(ctx, ln) }, func(error) { cancel() })
 	}
 	wctx, wcancel := context.WithCancel(ctx)
-	g.Add(func() error { l.report.watchdog(wctx); <-wctx.Done(); return nil }, func(error) { wcancel() })
+	g.Add(func() error { r.report.watchdog(wctx); <-wctx.Done(); return nil }, func(error) { wcancel() })
 	return g.Run()
 }
 
-// leader runs the campaign → tenure → release cycle for one name.
-type leader struct {
-	cfg     runConfig
-	dsn     string
-	log     *slog.Logger
-	holder  string
-	elector *lease.Elector // set by run once the store is open
-	report  *reporter
-	start   func(supervise.Spec) (child, error) // startChild, or a fake
-	clock   lease.Clock                         // nil: lease.BootClock
+// replica is what both modes share: the options, this replica's identity,
+// what it reports, how it starts commands, and the stop request.
+type replica struct {
+	cfg    runConfig
+	dsn    string
+	log    *slog.Logger
+	holder string
+	report *reporter
+	start  func(supervise.Spec) (child, error) // startChild, or a fake
+	clock  lease.Clock                         // nil: lease.BootClock
 
-	mu       sync.Mutex // guards child, stopSig and stopping's closing
-	child    child
+	mu       sync.Mutex // guards stopSig, stopping's closing and the modes' children
 	stopSig  syscall.Signal
 	stopping chan struct{} // closed when leaderrun was told to stop
+	// children returns the running commands, which signals are
+	// forwarded to; it takes mu.
+	children func() []child
 }
 
-func newLeader(rc runConfig, holder string, log *slog.Logger) *leader {
-	return &leader{
+func newReplica(rc runConfig, holder string, log *slog.Logger) *replica {
+	return &replica{
 		cfg: rc, holder: holder,
 		log:      log.With("name", rc.Name, "holder", holder),
 		report:   newReporter(rc.Name, holder, rc.RenewDeadline),
 		start:    startChild,
 		stopping: make(chan struct{}),
+		children: func() []child { return nil },
 	}
 }
 
-// relaySignals forwards signals to the current child until quit closes.
-// The first stop signal instead makes the loop stop the child with it;
-// later ones are forwarded like any other (a second Ctrl-C reaches the
-// child while it winds down).
-func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
+// relaySignals forwards signals to the running commands until quit closes.
+// The first stop signal instead makes the mode stop them with it; later
+// ones are forwarded like any other (a second Ctrl-C reaches the commands
+// while they wind down).
+func (r *replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 	for {
 		select {
 		case <-quit:
@@ -151,79 +169,158 @@ func (l *leader) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 		case s := <-sigs:
 			sig, _ := s.(syscall.Signal)
 			if s == signals.Suspend {
-				l.suspend()
+				r.suspend()
 				continue
 			}
-			if signals.IsStop(s) && !l.stopped() {
-				l.log.Info("received stop signal", "signal", signals.Name(sig))
-				l.stop(sig)
+			if signals.IsStop(s) && !r.stopped() {
+				r.log.Info("received stop signal", "signal", signals.Name(sig))
+				r.stop(sig)
 				continue
 			}
-			if c := l.current(); c != nil {
-				l.log.Debug("forwarding signal", "signal", signals.Name(sig), "pid", c.Pid())
+			for _, c := range r.children() {
+				r.log.Debug("forwarding signal", "signal", signals.Name(sig), "pid", c.Pid())
 				c.Signal(sig)
 			}
 		}
 	}
 }
 
-// suspend passes Ctrl-Z on: it stops the child's group with SIGSTOP, then
-// stops this process, as a job stops, so that the shell's fg (a SIGCONT,
-// which leaderrun forwards) resumes both. The child never runs while
-// leaderrun is stopped; a tenure whose deadline passed meanwhile ends at
-// once on resumption, before any store call.
-func (l *leader) suspend() {
-	if c := l.current(); c != nil {
-		l.log.Info("suspended (SIGTSTP); stopping the command too", "pid", c.Pid())
+// suspend passes Ctrl-Z on: it stops the commands' groups with SIGSTOP,
+// then stops this process, as a job stops, so that the shell's fg (a
+// SIGCONT, which leaderrun forwards) resumes them all. No command runs
+// while leaderrun is stopped; a tenure whose deadline passed meanwhile
+// ends at once on resumption, before any store call.
+func (r *replica) suspend() {
+	for _, c := range r.children() {
+		r.log.Info("suspended (SIGTSTP); stopping the command too", "pid", c.Pid())
 		c.Signal(syscall.SIGSTOP)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 }
 
-// stop asks the loop to stop the child with sig (0: the stop signal) and
-// end. Only the first call counts.
-func (l *leader) stop(sig syscall.Signal) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// stop asks the mode to stop its commands with sig (0: the stop signal)
+// and end. Only the first call counts.
+func (r *replica) stop(sig syscall.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	select {
-	case <-l.stopping:
+	case <-r.stopping:
 	default:
 		if sig == 0 {
-			sig = l.cfg.StopSignal
+			sig = r.cfg.StopSignal
 		}
-		l.stopSig = sig
-		close(l.stopping)
-		l.report.stopping()
+		r.stopSig = sig
+		close(r.stopping)
+		r.report.stopping()
 	}
 }
 
 // stopReason says why a tenure ended when leaderrun was told to stop.
-func (l *leader) stopReason() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return "stop signal " + signals.Name(l.stopSig)
+func (r *replica) stopReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return "stop signal " + signals.Name(r.stopSig)
 }
 
-func (l *leader) current() child {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.child
-}
-
-// setCurrent publishes the child that signals are forwarded to.
-func (l *leader) setCurrent(c child) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.child = c
-}
-
-func (l *leader) stopped() bool {
+func (r *replica) stopped() bool {
 	select {
-	case <-l.stopping:
+	case <-r.stopping:
 		return true
 	default:
 		return false
 	}
+}
+
+// keepSecrets blanks, in this process's environment, the variables that may
+// hold the store's credentials, now that the store has read them: the
+// child does not inherit them (childEnv drops leaderrun's own options
+// besides), and /proc/PID/environ no longer shows them.
+func (r *replica) keepSecrets(store lease.Store) {
+	keys := []string{"LEADERRUN_STORE"}
+	if c, ok := store.(lease.Credentialed); ok {
+		keys = append(keys, c.CredentialEnv()...)
+	}
+	if err := environ.Scrub(keys...); err != nil {
+		r.log.Warn("cannot blank the store's credentials in /proc/self/environ", "err", err)
+	}
+}
+
+// openStore opens the store, retrying while it is merely unreachable. A
+// store that refuses (bad DSN, credentials, privileges) ends the run; so
+// does a stop signal (cleanly) and --acquire-timeout.
+func (r *replica) openStore() (lease.Store, error) {
+	ctx, cancel := r.campaignContext()
+	defer cancel()
+	backoff := 250 * time.Millisecond
+	for {
+		store, err := lease.Open(ctx, r.dsn)
+		switch {
+		case err == nil:
+			r.keepSecrets(store)
+			return store, nil
+		case errors.Is(err, lease.ErrRefused):
+			return nil, fmt.Errorf("open store: %w", err)
+		case ctx.Err() != nil:
+			return nil, r.campaignError(ctx, err)
+		}
+		r.log.Warn("store unreachable; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 5*time.Second)
+		case <-ctx.Done():
+			return nil, r.campaignError(ctx, ctx.Err())
+		}
+	}
+}
+
+// campaignContext ends on a stop signal or after --acquire-timeout.
+func (r *replica) campaignContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-r.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if r.cfg.AcquireTimeout <= 0 {
+		return ctx, cancel
+	}
+	tctx, tcancel := context.WithTimeoutCause(ctx, r.cfg.AcquireTimeout, errAcquireTimeout)
+	return tctx, func() { tcancel(); cancel() }
+}
+
+// campaignError explains why a campaign in ctx ended with err. A stop
+// signal while standing by ends the run cleanly (context.Canceled, exit 0).
+func (r *replica) campaignError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errAcquireTimeout):
+		return fmt.Errorf("lease %q: %w (%v)", r.cfg.Name, errAcquireTimeout, r.cfg.AcquireTimeout)
+	case r.stopped():
+		r.log.Info("stopped while standing by")
+		return context.Canceled
+	}
+	return err
+}
+
+// leader runs the campaign → tenure → release cycle for one name.
+type leader struct {
+	*replica
+	elector *lease.Elector // set by run once the store is open
+	child   child          // the running command; guarded by mu
+}
+
+func newLeader(r *replica) *leader {
+	l := &leader{replica: r}
+	r.children = func() []child {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if l.child == nil {
+			return nil
+		}
+		return []child{l.child}
+	}
+	return l
 }
 
 // run opens the store, then runs tenures until told to stop.
@@ -233,27 +330,12 @@ func (l *leader) run() error {
 		return err
 	}
 	defer store.Close()
-	l.keepSecrets(store)
 	l.useStore(store)
 	rc := l.cfg
 	l.report.campaigning()
 	l.log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
 		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
 	return l.loop()
-}
-
-// keepSecrets blanks, in this process's environment, the variables that may
-// hold the store's credentials, now that the store has read them: the
-// child does not inherit them (childEnv drops leaderrun's own options
-// besides), and /proc/PID/environ no longer shows them.
-func (l *leader) keepSecrets(store lease.Store) {
-	keys := []string{"LEADERRUN_STORE"}
-	if c, ok := store.(lease.Credentialed); ok {
-		keys = append(keys, c.CredentialEnv()...)
-	}
-	if err := environ.Scrub(keys...); err != nil {
-		l.log.Warn("cannot blank the store's credentials in /proc/self/environ", "err", err)
-	}
 }
 
 // useStore makes the loop campaign in store.
@@ -263,33 +345,6 @@ func (l *leader) useStore(store lease.Store) {
 		Store: store, Name: rc.Name, Holder: l.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		Logger: l.log, Observe: l.report.storeCall, Clock: l.clock,
-	}
-}
-
-// openStore opens the store, retrying while it is merely unreachable. A
-// store that refuses (bad DSN, credentials, privileges) ends the run; so
-// does a stop signal (cleanly) and --acquire-timeout.
-func (l *leader) openStore() (lease.Store, error) {
-	ctx, cancel := l.campaignContext()
-	defer cancel()
-	backoff := 250 * time.Millisecond
-	for {
-		store, err := lease.Open(ctx, l.dsn)
-		switch {
-		case err == nil:
-			return store, nil
-		case errors.Is(err, lease.ErrRefused):
-			return nil, fmt.Errorf("open store: %w", err)
-		case ctx.Err() != nil:
-			return nil, l.campaignError(ctx, err)
-		}
-		l.log.Warn("store unreachable; retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-time.After(backoff):
-			backoff = min(2*backoff, 5*time.Second)
-		case <-ctx.Done():
-			return nil, l.campaignError(ctx, ctx.Err())
-		}
 	}
 }
 
@@ -309,7 +364,7 @@ func (l *leader) loop() error {
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
-		end := l.serve(ten, log)
+		end := l.serve(ten, l.childEnv(ten), log, func(c child) { l.child = c }, l.stopping)
 		if l.holding(end) {
 			l.hold(ten, log, electedAt.Add(l.cfg.HoldAtLeast), end.why)
 		} else {
@@ -333,19 +388,7 @@ func (l *leader) loop() error {
 		if !end.exited {
 			continue // lost the tenure: stand by for the next one
 		}
-		if status.ExitCode() == 0 {
-			failures = 0
-		} else {
-			failures++
-		}
-		delay := restartDelay(l.cfg.RestartDelay, failures)
-		if failures >= 2 {
-			// A crash loop: say so where --log-level warn looks.
-			log.Warn("command keeps failing; backing off before campaigning again", "consecutive_failures", failures,
-				"delay", delay, "last", end.why)
-		} else {
-			log.Info("campaigning again after the restart delay", "delay", delay, "consecutive_failures", failures)
-		}
+		delay := l.countExit(&failures, end, log, "campaigning again")
 		select {
 		case <-time.After(delay):
 		case <-l.stopping:
@@ -353,6 +396,26 @@ func (l *leader) loop() error {
 			return context.Canceled // no child to stop: exit 0, as documented
 		}
 	}
+}
+
+// countExit counts a command that ended on its own into failures (its
+// consecutive failures; 0 after a success) and returns the restart delay
+// before what comes next (again), which it logs: a crash loop at warning
+// level, where --log-level warn looks.
+func (r *replica) countExit(failures *int, end tenureEnd, log *slog.Logger, again string) time.Duration {
+	if end.status.ExitCode() == 0 {
+		*failures = 0
+	} else {
+		*failures++
+	}
+	delay := restartDelay(r.cfg.RestartDelay, *failures)
+	if *failures >= 2 {
+		log.Warn("command keeps failing; backing off before "+again, "consecutive_failures", *failures,
+			"delay", delay, "last", end.why)
+	} else {
+		log.Info(again+" after the restart delay", "delay", delay, "consecutive_failures", *failures)
+	}
+	return delay
 }
 
 // campaign waits for the name, for at most --acquire-timeout.
@@ -366,36 +429,6 @@ func (l *leader) campaign() (*lease.Tenure, error) {
 	return ten, nil
 }
 
-// campaignContext ends on a stop signal or after --acquire-timeout.
-func (l *leader) campaignContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-l.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if l.cfg.AcquireTimeout <= 0 {
-		return ctx, cancel
-	}
-	tctx, tcancel := context.WithTimeoutCause(ctx, l.cfg.AcquireTimeout, errAcquireTimeout)
-	return tctx, func() { tcancel(); cancel() }
-}
-
-// campaignError explains why a campaign in ctx ended with err. A stop
-// signal while standing by ends the run cleanly (context.Canceled, exit 0).
-func (l *leader) campaignError(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(context.Cause(ctx), errAcquireTimeout):
-		return fmt.Errorf("lease %q: %w (%v)", l.cfg.Name, errAcquireTimeout, l.cfg.AcquireTimeout)
-	case l.stopped():
-		l.log.Info("stopped while standing by")
-		return context.Canceled
-	}
-	return err
-}
-
 // tenureEnd is how a tenure's command ended.
 type tenureEnd struct {
 	// startErr is why the command did not start (a missing binary, no
@@ -407,36 +440,44 @@ type tenureEnd struct {
 	why      string // for the tenure's last log line
 }
 
-// serve runs the command for one tenure and returns how it ended once it
-// and every descendant are dead.
-func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd) {
+// serve runs the command for one tenure, with env, and returns how it
+// ended once it and every descendant are dead. publish is called with the
+// command once it started, and with nil once it ended, with mu held.
+// stopping tells serve to stop the command at once (nil: the tenure's end
+// says when, as a partition's hand-off on leaving); then, and when the
+// tenure ends after a stop signal, the command gets that signal.
+func (r *replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publish func(child), stopping <-chan struct{}) (end tenureEnd) {
 	// Hold mu from fork to publication, so that a signal arriving as the
 	// child starts waits for it instead of finding no child to forward to.
-	l.mu.Lock()
-	child, err := l.start(supervise.Spec{
-		Path:         l.cfg.Command[0],
-		Args:         l.cfg.Command,
-		Env:          l.childEnv(ten),
-		StopSignal:   l.cfg.StopSignal,
-		KillGrace:    l.cfg.KillGrace,
+	r.mu.Lock()
+	child, err := r.start(supervise.Spec{
+		Path:         r.cfg.Command[0],
+		Args:         r.cfg.Command,
+		Env:          env,
+		StopSignal:   r.cfg.StopSignal,
+		KillGrace:    r.cfg.KillGrace,
 		Logger:       log,
-		PIDNamespace: l.cfg.PIDNamespace,
+		PIDNamespace: r.cfg.PIDNamespace,
 	})
 	if err == nil {
-		l.child = child
+		publish(child)
 	}
-	l.mu.Unlock()
+	r.mu.Unlock()
 	if err != nil {
-		// Not the end of leaderrun: give the name back so that another
-		// replica can lead, and try again after the restart delay.
-		log.Error("command did not start; handing the name back", "err", err)
+		// Not the end of leaderrun: give the lease back so that another
+		// replica can take it, and try again after the restart delay.
+		log.Error("command did not start; handing the lease back", "err", err)
 		code := ExitNotExecutable
 		if errors.Is(err, supervise.ErrNotFound) {
 			code = ExitNotFound
 		}
 		return tenureEnd{startErr: err, exited: true, status: supervise.Status{Code: code}, why: "command did not start"}
 	}
-	defer l.setCurrent(nil)
+	defer func() {
+		r.mu.Lock()
+		publish(nil)
+		r.mu.Unlock()
+	}()
 
 	select {
 	case <-child.Done():
@@ -448,17 +489,28 @@ func (l *leader) serve(ten *lease.Tenure, log *slog.Logger) (end tenureEnd) {
 		cause := context.Cause(ten.Context())
 		end.why = cause.Error()
 		level := slog.LevelWarn
-		if errors.Is(cause, lease.ErrSteppedDown) {
-			level = slog.LevelInfo // planned: an operator asked for it
+		if errors.Is(cause, lease.ErrSteppedDown) || errors.Is(cause, lease.ErrHandedOff) {
+			level = slog.LevelInfo // planned: an operator or a hand-off asked for it
 		}
 		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", end.why)
-		end.status = child.Stop()
-	case <-l.stopping:
-		end.stopped, end.why = true, l.stopReason()
-		end.status = child.StopWith(l.stopSig)
+		if r.stopped() {
+			end.status = child.StopWith(r.signal())
+		} else {
+			end.status = child.Stop()
+		}
+	case <-stopping:
+		end.stopped, end.why = true, r.stopReason()
+		end.status = child.StopWith(r.signal())
 	}
 	log.Info("command stopped", "status", end.status.String())
 	return end
+}
+
+// signal is the signal leaderrun was stopped with.
+func (r *replica) signal() syscall.Signal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopSig
 }
 
 // holding reports whether a tenure that ended so keeps the name for
@@ -491,7 +543,7 @@ func (l *leader) hold(ten *lease.Tenure, log *slog.Logger, until time.Time, why 
 // release hands the name back; the child and its descendants are dead by
 // now. Its log line is the tenure's last and says why the tenure ended. A
 // failed release never changes the exit status.
-func (l *leader) release(ten *lease.Tenure, log *slog.Logger, why string) {
+func (r *replica) release(ten *lease.Tenure, log *slog.Logger, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	switch err := ten.Release(ctx); {
@@ -505,18 +557,19 @@ func (l *leader) release(ten *lease.Tenure, log *slog.Logger, why string) {
 }
 
 // childEnv is this process's environment without leaderrun's own options
-// (which may hold a store password), plus the tenure's identity.
-func (l *leader) childEnv(ten *lease.Tenure) []string {
+// (which may hold a store password), plus the tenure's identity and extra.
+func (r *replica) childEnv(ten *lease.Tenure, extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LEADERRUN_") {
 			env = append(env, kv)
 		}
 	}
-	return append(env,
-		"LEADERRUN_NAME="+l.cfg.Name,
-		"LEADERRUN_HOLDER="+l.holder,
+	env = append(env,
+		"LEADERRUN_NAME="+r.cfg.Name,
+		"LEADERRUN_HOLDER="+r.holder,
 		"LEADERRUN_TOKEN="+strconv.FormatInt(ten.Token(), 10))
+	return append(env, extra...)
 }
 
 // defaultIdentity is host:pid:random, unique to this process's tenure.

@@ -57,8 +57,11 @@ func statusCommand() *cli.Command {
 		Name:      "status",
 		Usage:     "show holder, token and expiry of one name or every name",
 		UsageText: "leaderrun status [--json] [--store DSN] [NAME]",
-		Description: `Without --name, lists every name in the store. State is held, released or
-expired. Exits 4 when --name names a lease the store has never seen.`,
+		Description: `Without --name, lists every name in the store (a partition of NAME as
+"NAME #P"). State is held, released or expired. For a name run with
+--partitions, shows the number of partitions, the live members (how many
+partitions each holds) and every partition's holder, token and expiry.
+Exits 4 when --name names a lease the store has never seen.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "show only this name (or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an object for --name, else an array"},
@@ -89,6 +92,13 @@ func runStatus(c *cli.Context) error {
 	if name != "" {
 		rec, err := store.Get(ctx, name)
 		if errors.Is(err, lease.ErrNotFound) {
+			g, gerr := store.GetGroup(ctx, name)
+			switch {
+			case gerr == nil:
+				return printGroup(c, g)
+			case !errors.Is(gerr, lease.ErrNotFound):
+				return fmt.Errorf("read the partitions of %q: %w", name, gerr)
+			}
 			return fmt.Errorf("lease %q in %s: %w", name, store.Describe(), errNoSuchLease)
 		}
 		if err != nil {
@@ -135,6 +145,79 @@ func jsonRecord(r lease.Record) recordJSON {
 		Acquired: optTime(r.Acquired), Renewed: optTime(r.Renewed), Expires: optTime(r.Expires),
 		ExpiresIn: timeLeft(r).Seconds(),
 	}
+}
+
+// groupJSON is the stable JSON shape of a name run with --partitions.
+type groupJSON struct {
+	Name       string          `json:"name"`
+	Partitions int             `json:"partitions"`
+	Members    []memberJSON    `json:"members"`
+	Leases     []partitionJSON `json:"leases"` // one per partition, in order
+}
+
+type memberJSON struct {
+	Identity  string  `json:"identity"`
+	Owns      int     `json:"owns"` // partitions it holds
+	ExpiresIn float64 `json:"expires_in_seconds"`
+}
+
+type partitionJSON struct {
+	Partition int `json:"partition"`
+	recordJSON
+}
+
+func jsonGroup(g lease.Group) groupJSON {
+	out := groupJSON{Name: g.Name, Partitions: g.Partitions, Members: []memberJSON{}, Leases: []partitionJSON{}}
+	owns := map[string]int{}
+	for p, r := range g.Leases {
+		if r.Name == "" {
+			r.Name = lease.PartitionKey(g.Name, p)
+		}
+		out.Leases = append(out.Leases, partitionJSON{Partition: p, recordJSON: jsonRecord(r)})
+		if r.Held() {
+			owns[r.Holder]++
+		}
+	}
+	for _, m := range g.Members {
+		out.Members = append(out.Members, memberJSON{Identity: m.Identity, Owns: owns[m.Identity],
+			ExpiresIn: m.Remaining.Round(time.Millisecond).Seconds()})
+	}
+	return out
+}
+
+// printGroup prints a partitioned name: its members, then its partitions.
+func printGroup(c *cli.Context, g lease.Group) error {
+	w := c.App.Writer
+	gj := jsonGroup(g)
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(gj)
+	}
+	fmt.Fprintf(w, "%s: %d partitions, %d live members\n\n", shown(g.Name), g.Partitions, len(g.Members))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tOWNS\tEXPIRES IN")
+	for _, m := range gj.Members {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", shown(m.Identity), m.Owns, time.Duration(m.ExpiresIn*float64(time.Second)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tSTATE\tHOLDER\tTOKEN\tACQUIRED\tRENEWED\tEXPIRES IN")
+	for p, r := range g.Leases {
+		state, holder, left := r.State(), shown(r.Holder), "-"
+		if !r.Exists() {
+			state, holder = "free", "-"
+		}
+		if r.Held() {
+			left = timeLeft(r).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", p, state, holder, r.Token,
+			fmtTime(r.Acquired), fmtTime(r.Renewed), left)
+	}
+	return tw.Flush()
 }
 
 func timeLeft(r lease.Record) time.Duration {

@@ -30,7 +30,7 @@ func stepDownCommand(sigs <-chan os.Signal) *cli.Command {
 	return &cli.Command{
 		Name:      "step-down",
 		Usage:     "ask the current leader of a name to hand it over to another replica",
-		UsageText: "leaderrun step-down [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
+		UsageText: "leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
 		Description: `The leader notices at its next renewal (within --renew-interval), stops its
 command gracefully as on any lost tenure, and releases the name. For
 --window after the request, only --to IDENTITY may take the name or, without
@@ -39,6 +39,11 @@ IDENTITY must be a replica campaigning for the name (its --identity), seen
 by the store within twice its --ttl. With --wait, returns once another
 replica holds the name under a new token and prints it.
 
+For a name run with --partitions, --partition P moves partition P the same
+way: its owner stops P's command and releases it, and --to (a live member of
+the group) or, without --to, another member takes it; the member that
+stepped down takes it back no sooner than --window.
+
 Exit status: 0 done; 1 nobody holds the name (released or expired), --to
 names an identity that is not campaigning or already leads, the name went
 back to the same holder, or another failure; 4 no such name; 124 --wait saw
@@ -46,6 +51,7 @@ no new leader within --timeout; 125 usage. A refused step-down changes
 nothing in the store.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name whose leader steps down (required; or give it as the argument)"},
+			&cli.IntFlag{Name: "partition", Usage: "with a name run with --partitions: the partition to move (0 to N-1)"},
 			&cli.StringFlag{Name: "to", Usage: "the identity of the replica that should take over (default: any other)"},
 			&cli.DurationFlag{Name: "window", Value: defaultStepDownWindow, Usage: "how long the name stays reserved for --to, or closed to the old leader"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until a new leader holds the name, and print it"},
@@ -75,6 +81,8 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 		return usagef("--timeout %v: must be positive", c.Duration("timeout"))
 	case c.IsSet("timeout") && !c.Bool("wait"):
 		return usagef("--timeout needs --wait")
+	case c.Int("partition") < 0:
+		return usagef("--partition %d: must be from 0 to the number of partitions - 1", c.Int("partition"))
 	}
 	store, err := openStore(c)
 	if err != nil {
@@ -83,11 +91,17 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	defer store.Close()
 
 	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-	rec, err := store.RequestStepDown(ctx, name, to, window)
+	key, err := stepDownKey(ctx, c, store, name)
+	if err != nil {
+		cancel()
+		return err
+	}
+	rec, err := store.RequestStepDown(ctx, key, to, window)
 	cancel()
 	if err != nil {
-		return stepDownError(store, name, to, err)
+		return stepDownError(store, key, to, err)
 	}
+	name = key
 	w := c.App.Writer
 	if to != "" {
 		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; only %s may take over for %s\n",
@@ -118,6 +132,28 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	return nil
 }
 
+// stepDownKey is the lease a step-down of name moves: name itself, or with
+// --partition, that partition of name, which must have been run with
+// --partitions.
+func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name string) (string, error) {
+	g, err := store.GetGroup(ctx, name)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		if c.IsSet("partition") {
+			return "", fmt.Errorf("%q in %s was never run with --partitions, so --partition means nothing for it: %w",
+				name, store.Describe(), errNoSuchLease)
+		}
+		return name, nil
+	case err != nil:
+		return "", fmt.Errorf("read the partitions of %q: %w", name, err)
+	case !c.IsSet("partition"):
+		return "", usagef("%q runs with --partitions %d: give the partition to move with --partition P", name, g.Partitions)
+	case c.Int("partition") >= g.Partitions:
+		return "", usagef("--partition %d: %q has %d partitions, 0 to %d", c.Int("partition"), name, g.Partitions, g.Partitions-1)
+	}
+	return lease.PartitionKey(name, c.Int("partition")), nil
+}
+
 // stepDownError explains a refused request; nothing was changed.
 func stepDownError(store lease.Store, name, to string, err error) error {
 	switch {
@@ -129,7 +165,7 @@ func stepDownError(store lease.Store, name, to string, err error) error {
 	case errors.Is(err, lease.ErrAlreadyLeader):
 		return fmt.Errorf("lease %q: %s is already the leader: %w", name, to, errStepDownRefused)
 	case errors.Is(err, lease.ErrUnknownSuccessor):
-		return fmt.Errorf("lease %q: no replica with identity %q is campaigning for it: %w", name, to, errStepDownRefused)
+		return fmt.Errorf("lease %q: no replica with identity %q is campaigning for it (or, for a partition, is a live member of its group): %w", name, to, errStepDownRefused)
 	}
 	return fmt.Errorf("step down lease %q: %w", name, err)
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -27,8 +29,9 @@ func watchCommand(sigs <-chan os.Signal) *cli.Command {
 		UsageText: "leaderrun watch [--json] [--store DSN] NAME",
 		Description: `Events: elected (a new holder and token), step-down (an operator asked the
 holder to hand over; with the successor when one was named), released,
-expired and, for a name that does not exist yet, absent. Runs until SIGINT
-or SIGTERM.`,
+expired and, for a name that does not exist yet, absent. For a name run
+with --partitions, the same events for each partition (name "NAME #P"), and
+joined and left (or expired) for its members. Runs until SIGINT or SIGTERM.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name to watch (required; or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line"},
@@ -60,6 +63,9 @@ or SIGTERM.`,
 
 // watch emits an event whenever name's state changes, until ctx ends.
 func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) error {
+	if _, err := store.GetGroup(ctx, name); err == nil {
+		return watchGroup(ctx, store, name, w)
+	}
 	var (
 		last    = "" // last event emitted, with its holder and token
 		backoff = 250 * time.Millisecond
@@ -79,17 +85,71 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 			wait, backoff = backoff, min(2*backoff, watchPoll)
 		default:
 			backoff, seen = 250*time.Millisecond, rec
-			event := map[string]string{"held": "elected", "released": "released", "expired": "expired"}[rec.State()]
-			if rec.Held() && rec.StepDown {
-				event = "step-down"
-			}
-			last = w.emit(last, event, rec)
+			last = w.emit(last, eventOf(rec), rec)
 			if rec.Held() {
 				// Wake just after the expiry, should renewals stop.
 				wait = min(wait, rec.Remaining+10*time.Millisecond)
 			}
 		}
 		if err := store.Wait(ctx, name, seen, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// eventOf is the watch event that rec's state is.
+func eventOf(rec lease.Record) string {
+	if rec.Held() && rec.StepDown {
+		return "step-down"
+	}
+	return map[string]string{"held": "elected", "released": "released", "expired": "expired"}[rec.State()]
+}
+
+// watchGroup emits an event whenever a member of group joins or leaves
+// and whenever one of its partitions changes state, until ctx ends.
+func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWriter) error {
+	var (
+		last    = map[int]string{} // last event emitted per partition
+		members = map[string]bool{}
+		backoff = 250 * time.Millisecond
+		seen    lease.Group
+	)
+	for {
+		g, err := store.GetGroup(ctx, group)
+		wait := watchPoll
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "leaderrun: watch %q: %v (retrying in %v)\n", group, err, backoff)
+			wait, backoff = backoff, min(2*backoff, watchPoll)
+		default:
+			backoff, seen = 250*time.Millisecond, g
+			live := map[string]bool{}
+			for _, m := range g.Members {
+				live[m.Identity] = true
+				if !members[m.Identity] {
+					w.emitMember("joined", group, m.Identity)
+				}
+				wait = min(wait, m.Remaining+10*time.Millisecond) // see it expire
+			}
+			for _, id := range slices.Sorted(maps.Keys(members)) {
+				if !live[id] {
+					w.emitMember("left", group, id)
+				}
+			}
+			members = live
+			for p, rec := range g.Leases {
+				if !rec.Exists() {
+					continue
+				}
+				last[p] = w.emit(last[p], eventOf(rec), rec)
+				if rec.Held() {
+					wait = min(wait, rec.Remaining+10*time.Millisecond)
+				}
+			}
+		}
+		if err := store.WaitGroup(ctx, group, seen, wait); err != nil {
 			return err
 		}
 	}
@@ -109,6 +169,10 @@ type eventJSON struct {
 	Token  int64     `json:"token,omitempty"`
 	// Successor is the identity a step-down reserved the name for.
 	Successor string `json:"successor,omitempty"`
+	// Partition is set for the events of a partition, Member for those
+	// of a member of a name run with --partitions.
+	Partition *int   `json:"partition,omitempty"`
+	Member    string `json:"member,omitempty"`
 }
 
 // emit prints event for rec unless it repeats last; it returns the key of
@@ -122,13 +186,16 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	if key == last {
 		return last
 	}
-	ev := eventJSON{Time: time.Now().UTC().Round(time.Millisecond), Event: event, Name: rec.Name,
+	ev := eventJSON{Time: now(), Event: event, Name: rec.Name,
 		Holder: rec.Holder, Token: rec.Token, Successor: successor}
+	if _, p, ok := lease.SplitPartitionKey(rec.Name); ok {
+		ev.Partition = &p
+	}
 	if e.json {
 		json.NewEncoder(e.w).Encode(ev)
 		return key
 	}
-	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format("2006-01-02T15:04:05.000Z07:00"), event, shown(rec.Name))
+	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(eventTime), event, shown(rec.Name))
 	if rec.Holder != "" {
 		line += fmt.Sprintf(" holder=%s token=%d", shown(rec.Holder), rec.Token)
 	}
@@ -138,6 +205,22 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	fmt.Fprintln(e.w, line)
 	return key
 }
+
+// emitMember prints a member event of group.
+func (e *eventWriter) emitMember(event, group, member string) {
+	ev := eventJSON{Time: now(), Event: event, Name: group, Member: member}
+	if e.json {
+		json.NewEncoder(e.w).Encode(ev)
+		return
+	}
+	fmt.Fprintf(e.w, "%s %-8s name=%s member=%s\n", ev.Time.Format(eventTime), event, shown(group), shown(member))
+}
+
+// eventTime is the layout of an event's time: fixed width, so that lines
+// align.
+const eventTime = "2006-01-02T15:04:05.000Z07:00"
+
+func now() time.Time { return time.Now().UTC().Round(time.Millisecond) }
 
 // untilStopSignal returns a context that ends, with the cause "interrupted
 // by SIGNAL", when a stop signal arrives on sigs: an operator command's

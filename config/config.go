@@ -43,7 +43,14 @@ var Bounds = map[string]Bound{
 	"--restart-delay":   {0, time.Hour},
 	"--acquire-timeout": {0, 365 * 24 * time.Hour},
 	"--hold-at-least":   {0, 24 * time.Hour},
+
+	"--reconcile-interval": {100 * time.Millisecond, time.Hour},
+	"--reconcile-timeout":  {time.Second, 24 * time.Hour},
 }
+
+// MaxPartitions bounds --partitions (lease.MaxPartitions): beyond a few
+// thousand, one child per partition is the wrong shape for the work.
+const MaxPartitions = 4096
 
 // CheckBound refuses a duration of option outside Bounds.
 func CheckBound(option string, d time.Duration) error {
@@ -78,6 +85,13 @@ type Config struct {
 	AcquireTimeout time.Duration // 0: wait for ever
 	RestartDelay   time.Duration // before campaigning again after the child exited
 	Command        []string
+
+	// Partitions is --partitions: 0 for one name, else the number of
+	// partitions of the name, one command per partition this replica
+	// owns.
+	Partitions        int
+	ReconcileInterval time.Duration // 0: lease.DefaultReconcileInterval
+	ReconcileTimeout  time.Duration // 0: lease.DefaultReconcileTimeout
 }
 
 // FieldError says what is wrong with one option.
@@ -195,6 +209,7 @@ func (c *Config) Validate() error {
 	if err := CheckBound("--hold-at-least", c.HoldAtLeast); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validatePartitions()...)
 	if c.Identity != "" {
 		if err := ValidateIdentity(c.Identity); err != nil {
 			errs = append(errs, err)
@@ -204,6 +219,56 @@ func (c *Config) Validate() error {
 		errs = append(errs, &FieldError{Option: "COMMAND", Reason: "missing: give the program to run after --, as in: leaderrun --name relay -- ./relay"})
 	}
 	return errors.Join(errs...)
+}
+
+// validatePartitions checks --partitions and the options that go with it,
+// or that make no sense with it.
+func (c *Config) validatePartitions() []error {
+	var errs []error
+	if c.Partitions == 0 {
+		for _, o := range []struct {
+			opt string
+			v   time.Duration
+		}{{"--reconcile-interval", c.ReconcileInterval}, {"--reconcile-timeout", c.ReconcileTimeout}} {
+			if o.v != 0 {
+				errs = append(errs, &FieldError{Option: o.opt, Value: o.v.String(), Reason: "applies to --partitions only"})
+			}
+		}
+		return errs
+	}
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		errs = append(errs, &FieldError{Option: "--partitions", Value: fmt.Sprint(c.Partitions),
+			Reason: fmt.Sprintf("must be from 1 to %d", MaxPartitions)})
+	}
+	// Partitioned work runs until leaderrun is stopped: each of these
+	// ends or shapes a single tenure.
+	without := func(opt, why string) {
+		errs = append(errs, &FieldError{Option: opt, Reason: "cannot be used with --partitions: " + why})
+	}
+	if c.Once {
+		without("--once", "partitioned work runs until leaderrun is stopped; for one-off work use a name without partitions")
+	}
+	if c.AcquireTimeout != 0 {
+		without("--acquire-timeout", "a replica may rightly own no partition (more replicas than partitions) and waits as a member")
+	}
+	if c.HoldAtLeast != 0 {
+		without("--hold-at-least", "partitions move between replicas as they come and go")
+	}
+	for _, o := range []struct {
+		opt string
+		v   time.Duration
+	}{{"--reconcile-interval", c.ReconcileInterval}, {"--reconcile-timeout", c.ReconcileTimeout}} {
+		if o.v != 0 {
+			if err := CheckBound(o.opt, o.v); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.ReconcileTimeout != 0 && c.ReconcileTimeout <= c.KillGrace {
+		errs = append(errs, &FieldError{Option: "--reconcile-timeout", Value: c.ReconcileTimeout.String(),
+			Reason: fmt.Sprintf("must be longer than --kill-grace (%v): a hand-off may take that long", c.KillGrace)})
+	}
+	return errs
 }
 
 // MaxNameLen bounds a lease name.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 func TestNormalizeDefaults(t *testing.T) {
@@ -94,6 +96,18 @@ func TestValidateConfig(t *testing.T) {
 		{"empty command", func(c *Config) { c.Command = []string{""} }, "COMMAND: missing"},
 		{"negative acquire timeout", func(c *Config) { c.AcquireTimeout = -time.Second }, "--acquire-timeout"},
 		{"negative restart delay", func(c *Config) { c.RestartDelay = -time.Second }, "--restart-delay"},
+		{"partitions", func(c *Config) { c.Partitions = 16 }, ""},
+		{"the most partitions", func(c *Config) { c.Partitions = MaxPartitions }, ""},
+		{"negative partitions", func(c *Config) { c.Partitions = -1 }, "--partitions -1: must be from 1 to 4096"},
+		{"too many partitions", func(c *Config) { c.Partitions = MaxPartitions + 1 }, "--partitions 4097"},
+		{"partitions once", func(c *Config) { c.Partitions, c.Once = 4, true }, "--once: cannot be used with --partitions"},
+		{"partitions acquire timeout", func(c *Config) { c.Partitions, c.AcquireTimeout = 4, time.Second }, "--acquire-timeout: cannot be used with --partitions"},
+		{"partitions hold", func(c *Config) { c.Partitions, c.HoldAtLeast = 4, time.Hour }, "--hold-at-least: cannot be used with --partitions"},
+		{"reconcile interval alone", func(c *Config) { c.ReconcileInterval = time.Second }, "--reconcile-interval 1s: applies to --partitions only"},
+		{"reconcile timeout alone", func(c *Config) { c.ReconcileTimeout = time.Minute }, "--reconcile-timeout 1m0s: applies to --partitions only"},
+		{"reconcile interval", func(c *Config) { c.Partitions, c.ReconcileInterval = 4, time.Second }, ""},
+		{"reconcile interval too short", func(c *Config) { c.Partitions, c.ReconcileInterval = 4, time.Millisecond }, "--reconcile-interval 1ms: must be from"},
+		{"reconcile timeout within the kill grace", func(c *Config) { c.Partitions, c.ReconcileTimeout = 4, 5*time.Second }, "--reconcile-timeout 5s: must be longer than --kill-grace"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,5 +167,11 @@ func TestBounds(t *testing.T) {
 				t.Errorf("Validate = %v, want an error naming %s", err, tc.option)
 			}
 		})
+	}
+}
+
+func TestMaxPartitionsIsTheStores(t *testing.T) {
+	if MaxPartitions != lease.MaxPartitions {
+		t.Errorf("config.MaxPartitions = %d, lease.MaxPartitions = %d: --partitions would promise what stores refuse", MaxPartitions, lease.MaxPartitions)
 	}
 }

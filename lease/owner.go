@@ -61,7 +61,8 @@ type Owner struct {
 	Started func(p int, t *Tenure)
 
 	// Logger, Clock and Observe are as an Elector's; Observe also sees
-	// "join", "renew" (a whole round) and "leave".
+	// "join", "renew" (a whole round) and "leave", and "reconcile" (not a
+	// store call: the time one reconcile took, acquisitions included).
 	Logger  *slog.Logger
 	Clock   Clock
 	Observe func(op string, took time.Duration, err error)
@@ -84,10 +85,6 @@ type owned struct {
 	// fallback) until then, although another member is its target.
 	keepUntil time.Time
 }
-
-// ErrPartitions is returned by Run for a group whose store records another
-// number of partitions; it wraps the store's *PartitionsError.
-var ErrPartitions = errors.New("partition count mismatch")
 
 // Validate reports the first field of o that cannot work.
 func (o *Owner) Validate() error {
@@ -176,7 +173,9 @@ func (o *Owner) Run(ctx context.Context) error {
 
 	interval := orDefault(o.ReconcileInterval, DefaultReconcileInterval)
 	for {
+		start := o.clock()()
 		next := o.reconcile(ctx)
+		o.observe("reconcile", o.clock()()-start, nil)
 		wait := min(interval, time.Until(next))
 		t := time.NewTimer(max(wait, 0))
 		select {
@@ -207,16 +206,13 @@ func (o *Owner) join(ctx context.Context) (Group, error) {
 		g, err := o.Store.Join(jctx, o.Group, o.Partitions, o.Member, o.LeaseDuration)
 		cancel()
 		o.observe("join", o.clock()()-start, err)
-		var pe *PartitionsError
 		switch {
 		case err == nil:
 			return g, nil
 		case ctx.Err() != nil:
 			return Group{}, ctx.Err()
-		case errors.As(err, &pe):
-			return Group{}, fmt.Errorf("join group %q: %w: %w", o.Group, ErrPartitions, err)
-		case errors.Is(err, ErrRefused):
-			return Group{}, fmt.Errorf("join group %q: %w", o.Group, err)
+		case errors.Is(err, ErrRefused): // the store's error names the group
+			return Group{}, err
 		}
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		o.logger().Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
@@ -371,13 +367,24 @@ func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
 			stuck = stuck || now.Sub(h.handedOff) > orDefault(o.ReconcileTimeout, DefaultReconcileTimeout)
 		case !o.wants(p, target, live, g, h, now):
 			h.handedOff = now
+			if rec := g.Leases[p]; rec.StepDown && rec.Token == h.t.Token() {
+				// An operator's request, seen here before a round.
+				h.t.end(ErrSteppedDown)
+				o.logger().Info("stepping down from partition", "partition", p, "to", heir(o.Group, p, target, live, rec),
+					"token", h.t.Token())
+				continue
+			}
 			h.t.end(ErrHandedOff)
 			o.logger().Info("handing partition off", "partition", p, "to", target[p], "token", h.t.Token())
 		}
 	}
 	var want []int
 	for p := range o.Partitions {
-		if o.held[p] != nil || now.Before(o.holdOff[p]) || !o.wants(p, target, live, g, nil, now) {
+		if o.held[p] != nil || !o.wants(p, target, live, g, nil, now) {
+			continue
+		}
+		if until := o.holdOff[p]; now.Before(until) {
+			soon(until.Sub(now))
 			continue
 		}
 		if wait := g.Leases[p].Blocks(o.Member); wait > 0 {
@@ -406,20 +413,23 @@ func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
 // makes it the successor or the fallback of p's target owner. h is the
 // owner's hold of p, if any.
 func (o *Owner) wants(p int, target, live []string, g Group, h *owned, now time.Time) bool {
-	rec := g.Leases[p]
 	if h != nil && now.Before(h.keepUntil) {
 		return true
 	}
-	if rec.Reserved <= 0 {
-		return target[p] == o.Member
-	}
+	return heir(o.Group, p, target, live, g.Leases[p]) == o.Member
+}
+
+// heir is who should take partition p, whose record is rec, next: the
+// successor a step-down named, else the fallback of a target owner that
+// stepped down, else the target owner.
+func heir(group string, p int, target, live []string, rec Record) string {
 	switch {
-	case rec.Successor != "":
-		return rec.Successor == o.Member
-	case rec.Excluded == target[p]:
-		return Fallback(o.Group, p, live, target[p]) == o.Member
+	case rec.Reserved > 0 && rec.Successor != "":
+		return rec.Successor
+	case rec.Reserved > 0 && rec.Excluded == target[p]:
+		return Fallback(group, p, live, target[p])
 	}
-	return target[p] == o.Member && rec.Excluded != o.Member
+	return target[p]
 }
 
 // acquire takes partition p and starts its tenure. A partition taken for

@@ -276,3 +276,51 @@ func TestWrongPartitionCountIsRefused(t *testing.T) {
 		a.leave(t)
 	})
 }
+
+// TestHeldOffPartitionIsTakenWhenTheHoldOffEnds: a partition whose work
+// ended on its own is released and held off for a restart delay; the owner
+// takes it again when the delay ends, not a reconcile interval later.
+func TestHeldOffPartitionIsTakenWhenTheHoldOffEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 3 * time.Second
+		m := &leasetest.Memory{}
+		var (
+			mu     sync.Mutex
+			starts []time.Time // of partition 0's tenures
+			o      *lease.Owner
+		)
+		o = &lease.Owner{Store: m.Handle(), Group: "ingest", Partitions: 2, Member: "a",
+			LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR, ReconcileInterval: reconcileI,
+			Started: func(p int, ten *lease.Tenure) {
+				mu.Lock()
+				defer mu.Unlock()
+				if p == 0 {
+					starts = append(starts, time.Now())
+				}
+				first := p == 0 && len(starts) == 1
+				go func() {
+					if first { // partition 0's first run exits at once
+						o.HoldOff(0, time.Now().Add(delay))
+					} else {
+						<-ten.Context().Done()
+					}
+					ten.Release(context.Background())
+				}()
+			}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- o.Run(ctx) }()
+		time.Sleep(2 * reconcileI)
+		mu.Lock()
+		if len(starts) != 2 {
+			t.Fatalf("partition 0 started %d times, want 2", len(starts))
+		}
+		if gap := starts[1].Sub(starts[0]); gap < delay || gap > delay+time.Second {
+			t.Errorf("partition 0 started again %v after its work ended, want the hold-off %v (not the reconcile interval %v)",
+				gap, delay, reconcileI)
+		}
+		mu.Unlock()
+		cancel()
+		<-done
+	})
+}

@@ -52,8 +52,12 @@ type refusedError struct{ err error }
 func (e *refusedError) Error() string   { return e.err.Error() }
 func (e *refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }
 
+// ErrPartitions marks a group whose store records another number of
+// partitions (see PartitionsError).
+var ErrPartitions = errors.New("partition count mismatch")
+
 // PartitionsError is returned by Join when the group was created with
-// another number of partitions. It wraps ErrRefused.
+// another number of partitions. It wraps ErrRefused and ErrPartitions.
 type PartitionsError struct {
 	Group string
 	Have  int // recorded in the store
@@ -65,4 +69,4 @@ func (e *PartitionsError) Error() string {
 		e.Group, e.Have, e.Want)
 }
 
-func (e *PartitionsError) Unwrap() error { return ErrRefused }
+func (e *PartitionsError) Unwrap() []error { return []error{ErrRefused, ErrPartitions} }

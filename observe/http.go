@@ -33,11 +33,20 @@ var (
 //	              {"name":…,"holder":…,"leading":…,"token":…} (token 0 on standby)
 //	GET /metrics  the Observer's registry in Prometheus formats
 //
-// HEAD works wherever GET does; other methods get 405.
+// Once Partitioned, GET /partitions (200, JSON: the replica's view of the
+// partitions) takes the place of /leader. HEAD works wherever GET does;
+// other methods get 405.
 func (o *Observer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", o.serveHealthz)
-	mux.HandleFunc("GET /leader", o.serveLeader)
+	o.mu.Lock()
+	view := o.partView
+	o.mu.Unlock()
+	if view != nil {
+		mux.HandleFunc("GET /partitions", func(w http.ResponseWriter, _ *http.Request) { serveJSON(w, http.StatusOK, view()) })
+	} else {
+		mux.HandleFunc("GET /leader", o.serveLeader)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	return mux
 }
@@ -55,16 +64,23 @@ func (o *Observer) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 
 func (o *Observer) serveLeader(w http.ResponseWriter, _ *http.Request) {
 	st := o.state()
-	body, err := json.Marshal(st)
-	if err != nil { // cannot happen: the struct has only plain fields
+	code := http.StatusOK
+	if !st.Leading {
+		code = http.StatusServiceUnavailable
+	}
+	serveJSON(w, code, st)
+}
+
+// serveJSON writes v as JSON with status code.
+func serveJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil { // cannot happen: the values have only plain fields
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if !st.Leading {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
+	w.WriteHeader(code)
 	w.Write(append(body, '\n'))
 }
 

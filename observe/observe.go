@@ -36,6 +36,19 @@
 //	leaderrun_seconds_since_last_renew     gauge: while leading, time since the last successful renew
 //	                                         (or since the tenure started); 0 on standby
 //	leaderrun_child_exits_total{code}      counter: command exits by exit code (128+N for signal N)
+//
+// A partitioned replica (Partitioned) counts every partition's tenure in
+// the tenure metrics (and hand-offs as cause "handoff"), its renewal rounds
+// as renew calls, join and leave as store calls, and exports besides:
+//
+//	leaderrun_partitions                      gauge: the number of partitions of the name
+//	leaderrun_partitions_owned                gauge: partitions this process holds
+//	leaderrun_partition_token{partition}      gauge: the fencing token of each partition held
+//	leaderrun_partition_moves_total{direction} counter: partitions acquired (in) and given up (out)
+//	leaderrun_reconcile_duration_seconds      histogram: time one reconcile took
+//
+// leaderrun_leading and leaderrun_token stay 0 there, and
+// leaderrun_seconds_since_last_renew counts while it holds any partition.
 package observe
 
 import (
@@ -66,6 +79,7 @@ const (
 	causeDeadline = "deadline"
 	causeReleased = "released"
 	causeStepDown = "stepdown"
+	causeHandoff  = "handoff"
 	causeOther    = "other"
 )
 
@@ -98,6 +112,11 @@ type Observer struct {
 	failingSince time.Time // New's time, or when the first failed call since the last answer was sent
 	failedOp     string    // the op of the latest failed call; "" before any
 	lastRenew    time.Time // last successful renew, or the tenure's start
+
+	// Partitioned mode (see Partitioned); parts is nil otherwise.
+	parts    *partitionMetrics
+	partView func() any    // the value of GET /partitions
+	owned    map[int]int64 // the partitions held, with their tokens
 }
 
 // New returns an Observer for lease name as held by holder, with its own
@@ -203,7 +222,7 @@ func (o *Observer) StoreCall(op string, took time.Duration, err error) {
 		return
 	}
 	o.failing = false
-	if op == "renew" && result == resultOK && o.leading {
+	if op == "renew" && result == resultOK && (o.leading || len(o.owned) > 0) {
 		o.lastRenew = now
 	}
 }
@@ -249,6 +268,8 @@ func causeLabel(cause error) string {
 		return causeReleased
 	case errors.Is(cause, lease.ErrSteppedDown):
 		return causeStepDown
+	case errors.Is(cause, lease.ErrHandedOff):
+		return causeHandoff
 	default:
 		return causeOther
 	}
@@ -295,7 +316,7 @@ func (o *Observer) unhealthy() string {
 func (o *Observer) sinceLastRenew() float64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.leading {
+	if !o.leading && len(o.owned) == 0 {
 		return 0
 	}
 	return o.now().Sub(o.lastRenew).Seconds()
