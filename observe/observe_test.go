@@ -615,3 +615,79 @@ func TestConnectionsAreCapped(t *testing.T) {
 		t.Errorf("request after the idle connections were closed: %v", err)
 	}
 }
+
+// partitionHeaders are the HELP and TYPE lines of the metrics a
+// partitioned replica adds (see the package doc).
+var partitionHeaders = map[string]string{
+	"leaderrun_partitions":                 "The number of partitions of the name (--partitions).\ngauge",
+	"leaderrun_partitions_owned":           "Partitions this process holds.\ngauge",
+	"leaderrun_partition_token":            "Fencing token of each partition this process holds; absent for the others.\ngauge",
+	"leaderrun_partition_moves_total":      "Partitions acquired (in) and given up for any cause (out) by this process.\ncounter",
+	"leaderrun_reconcile_duration_seconds": "Time one reconcile of the partitions held with the target took, acquisitions included.\nhistogram",
+}
+
+func TestPartitionMetrics(t *testing.T) {
+	o, clk := newTest(t)
+	o.Partitioned(4, func() any { return map[string]int{"partitions": 4} })
+	for name, header := range partitionHeaders {
+		metricHeaders[name] = header
+	}
+	t.Cleanup(func() {
+		for name := range partitionHeaders {
+			delete(metricHeaders, name)
+		}
+	})
+	srv := httptest.NewServer(o.Handler())
+	defer srv.Close()
+
+	o.StoreCall("join", time.Millisecond, nil)
+	o.PartitionStarted(1, 101)
+	o.PartitionStarted(3, 103)
+	o.Reconciled(3 * time.Millisecond)
+	clk.Advance(time.Second)
+	o.StoreCall("renew", 2*time.Millisecond, nil) // a round
+	clk.Advance(500 * time.Millisecond)
+	scrape(t, srv, `
+leaderrun_partitions{name="jobs"} 4
+leaderrun_partitions_owned{name="jobs"} 2
+leaderrun_partition_token{name="jobs",partition="1"} 101
+leaderrun_partition_token{name="jobs",partition="3"} 103
+leaderrun_partition_moves_total{direction="in",name="jobs"} 2
+leaderrun_partition_moves_total{direction="out",name="jobs"} 0
+leaderrun_seconds_since_last_renew{name="jobs"} 0.5
+leaderrun_leading{name="jobs"} 0
+`)
+	o.PartitionEnded(1, fmt.Errorf("partition 1: %w", lease.ErrHandedOff))
+	o.PartitionEnded(1, lease.ErrHandedOff) // not held: changes nothing
+	o.PartitionEnded(3, lease.ErrLost)
+	scrape(t, srv, `
+leaderrun_partitions_owned{name="jobs"} 0
+leaderrun_partition_moves_total{direction="in",name="jobs"} 2
+leaderrun_partition_moves_total{direction="out",name="jobs"} 2
+leaderrun_seconds_since_last_renew{name="jobs"} 0
+leaderrun_tenures_total{name="jobs"} 2
+leaderrun_tenure_ends_total{cause="deadline",name="jobs"} 0
+leaderrun_tenure_ends_total{cause="handoff",name="jobs"} 1
+leaderrun_tenure_ends_total{cause="lost",name="jobs"} 1
+leaderrun_tenure_ends_total{cause="other",name="jobs"} 0
+leaderrun_tenure_ends_total{cause="released",name="jobs"} 0
+leaderrun_tenure_ends_total{cause="stepdown",name="jobs"} 0
+`)
+	var hist strings.Builder
+	for _, b := range []struct {
+		le    string
+		count int
+	}{{"0.0001", 0}, {"0.001", 0}, {"0.005", 1}, {"0.01", 1}, {"0.05", 1}, {"0.1", 1}, {"0.5", 1}, {"1", 1}, {"5", 1}, {"10", 1}, {"+Inf", 1}} {
+		fmt.Fprintf(&hist, "leaderrun_reconcile_duration_seconds_bucket{name=\"jobs\",le=%q} %d\n", b.le, b.count)
+	}
+	scrape(t, srv, hist.String()+`leaderrun_reconcile_duration_seconds_sum{name="jobs"} 0.003
+leaderrun_reconcile_duration_seconds_count{name="jobs"} 1
+`)
+	code, ctype, body := get(t, o.Handler(), "/partitions")
+	if code != http.StatusOK || ctype != "application/json" || strings.TrimSpace(body) != `{"partitions":4}` {
+		t.Errorf("GET /partitions = %d %s %q", code, ctype, body)
+	}
+	if code, _, _ := get(t, o.Handler(), "/leader"); code != http.StatusNotFound {
+		t.Errorf("GET /leader of a partitioned replica = %d, want 404", code)
+	}
+}

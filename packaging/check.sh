@@ -80,6 +80,7 @@ for f in /usr/bin/leaderrun \
 	/usr/lib/systemd/system/leaderrun@.service \
 	/etc/leaderrun/example.env \
 	/usr/share/man/man1/leaderrun.1.gz \
+	/usr/share/leaderrun/grafana/leaderrun.json \
 	/usr/share/bash-completion/completions/leaderrun \
 	/usr/share/zsh/vendor-completions/_leaderrun \
 	/usr/share/fish/vendor_completions.d/leaderrun.fish \
