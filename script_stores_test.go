@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,10 +58,18 @@ var scriptStores = []scriptStore{
 	}},
 }
 
-// runPerStore runs the scripts of dir once per store, each script with
-// LEADERRUN_STORE naming a store of its own.
-func runPerStore(t *testing.T, dir string) {
+// TestNetwork runs the scripts of testdata/network once per networked
+// store: a replica is cut off from the store by a TCP proxy of the test's
+// (proxy start), and must stop its children by the renew deadline.
+func TestNetwork(t *testing.T) { runPerStore(t, "testdata/network", "postgres", "mysql", "redis", "etcd") }
+
+// runPerStore runs the scripts of dir once per store (of those named, or
+// every one), each script with LEADERRUN_STORE naming a store of its own.
+func runPerStore(t *testing.T, dir string, only ...string) {
 	for _, s := range scriptStores {
+		if len(only) > 0 && !slices.Contains(only, s.name) {
+			continue
+		}
 		t.Run(s.name, func(t *testing.T) {
 			storeFor := s.open(t)
 			testscript.Run(t, scriptParams(dir, func(env *testscript.Env) error {

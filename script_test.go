@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,41 +367,53 @@ func storeExec(ts *testscript.TestScript, query string) int64 {
 	return 0
 }
 
-// proxy start NAME: start a TCP proxy to the test PostgreSQL server and set
-// $NAME_DSN to $PGDSN through it. proxy NAME pass|reset|blackhole: change
-// what it does with the connections it carries.
+// proxy start NAME [DSN]: start a TCP proxy to each server of the store
+// DSN (default $LEADERRUN_STORE; a networked store) and set $NAME_DSN to
+// the DSN through them. proxy NAME pass|reset|blackhole: change what they
+// do with the connections they carry.
 func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: proxy start NAME | proxy NAME pass|reset|blackhole")
+	if neg || len(args) < 2 || (args[0] == "start" && len(args) > 3) || (args[0] != "start" && len(args) != 2) {
+		ts.Fatalf("usage: proxy start NAME [DSN] | proxy NAME pass|reset|blackhole")
 	}
 	if args[0] == "start" {
-		name := args[1]
-		addr, err := pgtest.Addr(ts.Getenv("PGDSN"))
-		ts.Check(err)
-		p, err := tcpproxy.New(addr)
-		ts.Check(err)
-		ts.Defer(func() { p.Close() })
-		proxies.Store(ts, name, p)
-		dsn, err := pgtest.ViaHosts(ts.Getenv("PGDSN"), p.Addr())
-		ts.Check(err)
-		ts.Setenv(name+"_DSN", dsn)
+		dsn := ts.Getenv("LEADERRUN_STORE")
+		if len(args) == 3 {
+			dsn = args[2]
+		}
+		u, err := url.Parse(dsn)
+		if err != nil || u.Host == "" {
+			ts.Fatalf("proxy: %s is not a networked store's URL", dsn)
+		}
+		var ps []*tcpproxy.Proxy
+		var addrs []string
+		for _, addr := range strings.Split(u.Host, ",") {
+			p, err := tcpproxy.New(addr)
+			ts.Check(err)
+			ts.Defer(func() { p.Close() })
+			ps = append(ps, p)
+			addrs = append(addrs, p.Addr())
+		}
+		proxies.Store(ts, args[1], ps)
+		u.Host = strings.Join(addrs, ",")
+		ts.Setenv(args[1]+"_DSN", u.String())
 		return
 	}
-	p := proxies.Load(ts, args[0])
-	switch args[1] {
-	case "pass":
-		p.Pass()
-	case "reset":
-		p.Reset()
-	case "blackhole":
-		p.Blackhole()
-	default:
-		ts.Fatalf("unknown proxy mode %q", args[1])
+	for _, p := range proxies.Load(ts, args[0]) {
+		switch args[1] {
+		case "pass":
+			p.Pass()
+		case "reset":
+			p.Reset()
+		case "blackhole":
+			p.Blackhole()
+		default:
+			ts.Fatalf("unknown proxy mode %q", args[1])
+		}
 	}
 }
 
 // proxies holds each script's proxies by name.
-var proxies = table[*tcpproxy.Proxy]{}
+var proxies = table[[]*tcpproxy.Proxy]{}
 
 // table holds what each script started, by name, until the script ends.
 type table[T any] struct {
