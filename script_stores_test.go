@@ -61,7 +61,9 @@ var scriptStores = []scriptStore{
 // TestNetwork runs the scripts of testdata/network once per networked
 // store: a replica is cut off from the store by a TCP proxy of the test's
 // (proxy start), and must stop its children by the renew deadline.
-func TestNetwork(t *testing.T) { runPerStore(t, "testdata/network", "postgres", "mysql", "redis", "etcd") }
+func TestNetwork(t *testing.T) {
+	runPerStore(t, "testdata/network", "postgres", "mysql", "redis", "etcd")
+}
 
 // runPerStore runs the scripts of dir once per store (of those named, or
 // every one), each script with LEADERRUN_STORE naming a store of its own.
