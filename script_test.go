@@ -473,23 +473,32 @@ func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
 	l.Close()
 }
 
-// httpget CODE URL: GET URL, check the status code; the body becomes stdout.
+// httpget CODE URL [REGEXP]: GET URL, check the status code; the body
+// becomes stdout. With REGEXP, GET again until the body matches it.
 func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: httpget CODE URL")
+	if neg || (len(args) != 2 && len(args) != 3) {
+		ts.Fatalf("usage: httpget CODE URL [REGEXP]")
 	}
 	want, err := strconv.Atoi(args[0])
 	ts.Check(err)
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(args[1])
-	ts.Check(err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	ts.Check(err)
-	ts.Stdout().Write(body)
-	if resp.StatusCode != want {
-		ts.Fatalf("GET %s: %s, want %d; body: %s", args[1], resp.Status, want, body)
+	var re *regexp.Regexp
+	if len(args) == 3 {
+		re = regexp.MustCompile(args[2])
 	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	var body []byte
+	waitFor(ts, fmt.Sprintf("GET %s to answer %d", args[1], want), func() bool {
+		resp, err := client.Get(args[1])
+		ts.Check(err)
+		defer resp.Body.Close()
+		body, err = io.ReadAll(resp.Body)
+		ts.Check(err)
+		if resp.StatusCode != want {
+			ts.Fatalf("GET %s: %s, want %d; body: %s", args[1], resp.Status, want, body)
+		}
+		return re == nil || re.Match(body)
+	})
+	ts.Stdout().Write(body)
 }
 
 // nsgone READYFILE: wait until no process is left in the PID namespace that

@@ -64,9 +64,8 @@
 //     replica's wall clock in ms), the lease key on the tenure's etcd
 //     lease, and deletes the released key. The etcd lease, with the TTL
 //     rounded up to whole seconds, is granted while the name is read,
-//     after the call was sent — or, cheaper, a lease this handle already
-//     has is renewed then: the member's (see Groups), or the spare that a
-//     refused Acquire of the handle kept. A grant is then two round trips
+//     after the call was sent — or, cheaper, the spare lease that a
+//     refused Acquire of the handle kept is renewed then. A grant is then two round trips
 //     and one raft write (two without a live spare).
 //   - Renew is one LeaseKeepAlive of the tenure's etcd lease and, sent at
 //     the same time, one linearizable read of the name's keys, which
@@ -95,11 +94,13 @@
 //
 // A group's keys are prefix/g/G/n (the number of partitions, no lease),
 // prefix/g/G/m/MEMBER (attached to the member's etcd lease) and each
-// partition's keys under prefix/g/G/p/P/. A partition that a member of the
-// group acquires with its member TTL is attached to the member's etcd
-// lease, and a renewal round re-attaches every claimed partition still held
-// with the claim's token: so one LeaseKeepAlive renews the member and all
-// of its partitions, and when the member stops renewing they all expire
+// partition's keys under prefix/g/G/p/P/. A partition is granted on a
+// lease of its own, like a name, and the member's next renewal round
+// attaches every claimed partition still held with the claim's token to
+// the member's etcd lease (and revokes the lease it was granted on): so
+// one LeaseKeepAlive renews the member and all of its partitions, a grant
+// whose answer the member never got (and so never claims) expires after
+// its TTL, and when the member stops renewing they all expire
 // together, which is what the owner's step-out expects. A round is that
 // keep-alive and, in parallel, one transaction that rewrites the member
 // record (its wall-clock "until"), re-attaches claims that are on another

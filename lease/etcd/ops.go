@@ -69,11 +69,11 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 		if owned != nil {
 			leased <- leaseResult{ref: *owned}
 		} else {
-			go func() { leased <- s.leaseFor(ctx, name, holder, secs) }()
+			go func() { leased <- s.leaseFor(ctx, secs) }()
 		}
 		st, _, err := s.readName(ctx, k, true)
 		lr := <-leased
-		if lr.owned {
+		if lr.err == nil {
 			owned = &lr.ref
 		}
 		if err != nil {
@@ -135,45 +135,32 @@ func judged(st nameState, cur lease.Record, dead *lease.Record) lease.Record {
 	return cur
 }
 
-// leaseResult is the lease a grant attaches to; owned reports one that
-// this call got for itself (not a member's shared lease).
+// leaseResult is the lease a grant attaches to, or why there is none.
 type leaseResult struct {
-	ref   leaseRef
-	owned bool
-	err   error
+	ref leaseRef
+	err error
 }
 
 // leaseFor returns the etcd lease a grant of name to holder attaches to,
 // renewed or granted now, after the call started, so that it has at least
-// secs seconds left: holder's lease as a member of name's group, when this
-// handle has one asked with secs; else the store's spare lease, when etcd
-// still has it; else a new one.
-func (s *Store) leaseFor(ctx context.Context, name, holder string, secs int64) leaseResult {
-	if group, _, ok := lease.SplitPartitionKey(name); ok {
-		if m, ok := s.leases.member(group, holder); ok && m.asked == secs {
-			ttl, err := s.keepAlive(ctx, m.id)
-			switch {
-			case err == nil && ttl >= secs:
-				return leaseResult{ref: m}
-			case errors.Is(err, errLeaseGone):
-				s.leases.forgetMember(group, holder, m.id)
-			case err != nil:
-				return leaseResult{err: err}
-			}
-		}
-	}
+// secs seconds left: the store's spare lease, when etcd still has it; else
+// a new one. A partition is never granted on its member's lease: a grant
+// whose answer the member never got would live as long as the member
+// renews. The member's next round, which claims the partition, moves it
+// there (see round and adopt).
+func (s *Store) leaseFor(ctx context.Context, secs int64) leaseResult {
 	if spare, ok := s.leases.takeSpare(secs); ok {
 		ttl, err := s.keepAlive(ctx, spare.id)
 		switch {
 		case err == nil && ttl >= secs:
-			return leaseResult{ref: spare, owned: true}
+			return leaseResult{ref: spare}
 		case err != nil && !errors.Is(err, errLeaseGone):
 			s.leases.putSpare(spare)
 			return leaseResult{err: err}
 		}
 	}
 	ref, err := s.grant(ctx, secs)
-	return leaseResult{ref: ref, owned: err == nil, err: err}
+	return leaseResult{ref: ref, err: err}
 }
 
 // refuse records holder as a candidate for name until now + 2×ttl, learns

@@ -159,6 +159,37 @@ func testGroupRenew(t *testing.T, h Harness) {
 	wantMembers(t, g, "a", "b")
 }
 
+// testGroupRenewsOnlyClaims: a partition granted to a member that its
+// rounds never claim (a grant whose answer the member never got, say: the
+// call timed out after the store applied it) expires after its TTL,
+// although the member keeps renewing with the same TTL; nothing else
+// would ever free it.
+func testGroupRenewsOnlyClaims(t *testing.T, h Harness) {
+	a := open(t, h)
+	const short = 2 * time.Second
+	mustJoinFor(t, a, "g", 4, "a", short)
+	orphan := mustAcquire(t, a, lease.PartitionKey("g", 0), "a", short)
+	kept := mustAcquire(t, a, lease.PartitionKey("g", 1), "a", short)
+	claims := []lease.Claim{{Partition: 1, Token: kept.Token}}
+	deadline := time.Now().Add(short + 1500*time.Millisecond)
+	var g lease.Group
+	for time.Now().Before(deadline) {
+		var err error
+		if g, err = a.RenewMember(ctx(t), "g", "a", claims, short); err != nil {
+			t.Fatalf("RenewMember: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if g.Holds(0, "a", orphan.Token) {
+		t.Errorf("partition 0 = %+v %v after it was granted, never claimed, with a TTL of %v: want expired",
+			g.Leases[0], short+1500*time.Millisecond, short)
+	}
+	if !g.Holds(1, "a", kept.Token) {
+		t.Errorf("partition 1 = %+v, want still a's: its rounds claim it", g.Leases[1])
+	}
+	wantMembers(t, g, "a")
+}
+
 func testGroupContendedPartition(t *testing.T, h Harness) {
 	key := lease.PartitionKey("g", 5)
 	won := race(t, h, contenders, func(s lease.Store, holder string) (lease.Record, error) {

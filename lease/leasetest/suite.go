@@ -62,6 +62,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"GroupPartitionCountIsFixed", testGroupPartitionCount},
 		{"GroupBadInputWritesNothing", testGroupBadInput},
 		{"GroupRenewReportsHeldAndLost", testGroupRenew},
+		{"GroupRoundsRenewOnlyClaims", testGroupRenewsOnlyClaims},
 		{"GroupPartitionHasOneOwner", testGroupContendedPartition},
 		{"GroupPartitionTokensIncrease", testGroupTokens},
 		{"GroupWaitWakesOnChanges", testGroupWait},
