@@ -46,6 +46,7 @@ type timing struct {
 }
 
 // readTiming takes the timing a replica logged when it began campaigning
+// (or, partitioned, joining the group); durations are logged as text
 // (the derived renew deadline and interval included); it waits up to d.
 func readTiming(logPath string, d time.Duration) (timing, error) {
 	deadline := time.Now().Add(d)
@@ -54,15 +55,25 @@ func readTiming(logPath string, d time.Duration) (timing, error) {
 		for _, line := range strings.Split(string(data), "\n") {
 			var l struct {
 				Msg           string `json:"msg"`
-				TTL           int64  `json:"ttl"`
-				RenewInterval int64  `json:"renew_interval"`
-				RenewDeadline int64  `json:"renew_deadline"`
-				KillGrace     int64  `json:"kill_grace"`
+				TTL           string `json:"ttl"`
+				RenewInterval string `json:"renew_interval"`
+				RenewDeadline string `json:"renew_deadline"`
+				KillGrace     string `json:"kill_grace"`
 			}
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "campaigning" {
-				return timing{ttl: time.Duration(l.TTL), grace: time.Duration(l.KillGrace),
-					deadline: time.Duration(l.RenewDeadline), interval: time.Duration(l.RenewInterval)}, nil
+			if json.Unmarshal([]byte(line), &l) != nil || (l.Msg != "campaigning" && l.Msg != "joining the group") {
+				continue
 			}
+			var t timing
+			var err error
+			for _, f := range []struct {
+				dst *time.Duration
+				s   string
+			}{{&t.ttl, l.TTL}, {&t.grace, l.KillGrace}, {&t.deadline, l.RenewDeadline}, {&t.interval, l.RenewInterval}} {
+				if *f.dst, err = time.ParseDuration(f.s); err != nil {
+					return timing{}, fmt.Errorf("%s: %q line: %w", logPath, l.Msg, err)
+				}
+			}
+			return t, nil
 		}
 		if time.Now().After(deadline) {
 			return timing{}, fmt.Errorf("%s: no \"campaigning\" line with the timing within %v", logPath, d)
