@@ -18,7 +18,7 @@ func scrub(keys []string) error {
 	if err != nil {
 		return err
 	}
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	mem, err := openOwnMem()
 	if err != nil {
 		return fmt.Errorf("scrub the environment: %w", err)
 	}
@@ -72,6 +72,17 @@ func contains(keys []string, k string) bool {
 		}
 	}
 	return false
+}
+
+// openOwnMem opens /proc/self/mem for writing. Once Hide ran, the file
+// belongs to root, so this process is made dumpable for the open alone
+// (the descriptor stays usable after).
+func openOwnMem() (*os.File, error) {
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err == nil && d == 0 {
+		unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+		defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
+	return os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
 }
 
 func hide() error {
