@@ -88,7 +88,14 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 		Dir:                 dir,
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
-		Setup:               setup,
+		Setup: func(env *testscript.Env) error {
+			// The scripts watch the command's processes by their
+			// host pids: they run it without a PID namespace unless
+			// they ask for one (the default's own scripts are in
+			// testdata/orphans).
+			env.Setenv("LEADERRUN_PID_NAMESPACE", "false")
+			return setup(env)
+		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
 			case "postgres":

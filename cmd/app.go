@@ -159,8 +159,8 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace,
 			Usage: "time between the stop signal and SIGKILL (" + bounds("kill-grace") + ")"},
 		&cli.StringFlag{Name: "stop-signal", EnvVars: env("stop-signal"), Value: "TERM", Usage: "signal that asks the command to stop"},
-		&cli.BoolFlag{Name: "pid-namespace", EnvVars: env("pid-namespace"), DefaultText: "off",
-			Usage: "run COMMAND in a new PID namespace, so that every descendant dies with leaderrun even when leaderrun is SIGKILLed (needs root or CAP_SYS_ADMIN; COMMAND's parent is then PID 1 of that namespace)"},
+		&cli.BoolFlag{Name: "pid-namespace", EnvVars: env("pid-namespace"), DefaultText: "on where available, else a warning",
+			Usage: "run COMMAND as PID 1's child in a new PID namespace (without root: in a user namespace that maps only your own uid and gid), so that every descendant dies with leaderrun, even when leaderrun is SIGKILLed; true requires it (exit 125 where unavailable), false turns it off"},
 		&cli.BoolFlag{Name: "once", EnvVars: env("once"), DefaultText: "off",
 			Usage: "exit with the command's status after one tenure instead of campaigning again"},
 		&cli.DurationFlag{Name: "hold-at-least", EnvVars: env("hold-at-least"), DefaultText: "0s: release at once",
@@ -185,9 +185,13 @@ func runFlags() []cli.Flag {
 // runConfig is everything runLeader needs beyond config.Config.
 type runConfig struct {
 	config.Config
-	StopSignal   syscall.Signal
-	HTTPAddr     string
-	PIDNamespace bool
+	StopSignal syscall.Signal
+	HTTPAddr   string
+	// Namespace is what --pid-namespace chose; NamespaceWarning, when not
+	// empty, says why the default could not tie the command's tree to
+	// leaderrun's life.
+	Namespace        supervise.Namespace
+	NamespaceWarning string
 }
 
 // configFrom reads and validates the options; every problem is reported at
@@ -242,11 +246,9 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 	}
 	rc.StopSignal = sig
 	rc.HTTPAddr = c.String("http-addr")
-	rc.PIDNamespace = c.Bool("pid-namespace")
-	if rc.PIDNamespace {
-		if err := supervise.CheckNamespace(); err != nil {
-			problems = append(problems, fmt.Sprintf("--pid-namespace: %v", err))
-		}
+	rc.Namespace, rc.NamespaceWarning, err = chooseNamespace(c.IsSet("pid-namespace"), c.Bool("pid-namespace"))
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("--pid-namespace: %v", err))
 	}
 	logs, err := newLogSettings(c.String("log-format"), c.String("log-level"))
 	if err != nil {

@@ -101,6 +101,10 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	if err := environ.Hide(); err != nil {
 		log.Warn("cannot make this process non-dumpable; other processes of its user can read its memory", "err", err)
 	}
+	if rc.NamespaceWarning != "" {
+		log.Warn("the command runs without a PID namespace of its own", "why", rc.NamespaceWarning,
+			"hint", "--pid-namespace=false turns it off and this warning with it")
+	}
 	r := newReplica(rc, holder, log)
 	r.dsn = dsn
 	var m mode = newLeader(r)
@@ -451,13 +455,13 @@ func (r *replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 	// child starts waits for it instead of finding no child to forward to.
 	r.mu.Lock()
 	child, err := r.start(supervise.Spec{
-		Path:         r.cfg.Command[0],
-		Args:         r.cfg.Command,
-		Env:          env,
-		StopSignal:   r.cfg.StopSignal,
-		KillGrace:    r.cfg.KillGrace,
-		Logger:       log,
-		PIDNamespace: r.cfg.PIDNamespace,
+		Path:       r.cfg.Command[0],
+		Args:       r.cfg.Command,
+		Env:        env,
+		StopSignal: r.cfg.StopSignal,
+		KillGrace:  r.cfg.KillGrace,
+		Logger:     log,
+		Namespace:  r.cfg.Namespace,
 	})
 	if err == nil {
 		publish(child)

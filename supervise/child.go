@@ -88,9 +88,15 @@ func (c *Child) run(path string, started chan<- error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	if c.spec.clearAmbient {
+		if err := dropInheritedCaps(); err != nil {
+			started <- fmt.Errorf("start %q: %w", c.spec.Path, err)
+			return
+		}
+	}
 	exe, args := path, c.spec.Args
 	var ns *nsLaunch
-	if c.spec.PIDNamespace {
+	if c.spec.Namespace != NoNamespace {
 		var err error
 		if exe, args, ns, err = c.prepareNamespace(path, attr); err != nil {
 			started <- err
@@ -98,6 +104,9 @@ func (c *Child) run(path string, started chan<- error) {
 		}
 	}
 	err := theReaper.fork(c, func() (int, error) {
+		if c.spec.Namespace == UserNamespace {
+			defer dumpableWhileMapping()()
+		}
 		return syscall.ForkExec(exe, args, attr)
 	})
 	runtime.KeepAlive(c.spec.Stdin)
@@ -109,8 +118,11 @@ func (c *Child) run(path string, started chan<- error) {
 	if err != nil {
 		if ns != nil {
 			ns.status.Close()
-			if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
-				err = ErrNamespace
+			if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) ||
+				errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EUSERS) {
+				// The kernel refused the namespace, not the command.
+				started <- fmt.Errorf("start %q: %w (%v): %v", c.spec.Path, ErrNamespace, c.spec.Namespace, err)
+				return
 			}
 		}
 		started <- forkError(c.spec.Path, err)

@@ -99,7 +99,7 @@ func helper(mode string, args []string) int {
 			Path:         os.Args[0],
 			Args:         []string{os.Args[0], args[0]},
 			Env:          helperEnviron(os.Environ(), "escape"),
-			PIDNamespace: true,
+			Namespace: PIDNamespace,
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -18,7 +18,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// With Spec.PIDNamespace, Start does not exec the command itself. It starts
+// Namespace is how Start isolates the command's process tree.
+type Namespace int
+
+const (
+	// NoNamespace runs the command in this process's PID namespace. A
+	// descendant that leaves the command's process group survives a
+	// SIGKILL of this process.
+	NoNamespace Namespace = iota
+	// PIDNamespace runs it in a new PID namespace (and mount namespace, for
+	// its own /proc). It takes root or CAP_SYS_ADMIN.
+	PIDNamespace
+	// UserNamespace runs it in a new user namespace that maps this
+	// process's own uid and gid to themselves and owns a new PID and mount
+	// namespace: no privilege needed where the kernel allows unprivileged
+	// user namespaces. The command keeps its identity; it sees the
+	// differences the README lists (ids other than its own show as
+	// nobody, setuid and file capabilities do not raise privilege).
+	UserNamespace
+)
+
+func (n Namespace) String() string {
+	switch n {
+	case NoNamespace:
+		return "none"
+	case PIDNamespace:
+		return "pid"
+	case UserNamespace:
+		return "user+pid"
+	}
+	return fmt.Sprintf("Namespace(%d)", int(n))
+}
+
+// With Spec.Namespace, Start does not exec the command itself. It starts
 // this program again as the init (PID 1) of a new PID namespace, and that
 // init runs the command as its child. When the init dies for any reason —
 // also when this process is SIGKILLed and Pdeathsig kills the init — the
@@ -26,7 +58,8 @@ import (
 // wherever it moved in the process tree.
 
 // initEnv marks the namespace's init. Its value is "FD SIGNAL GRACE NONCE":
-// the status pipe's descriptor, the stop signal, the kill grace in
+// the status pipe's descriptor, the stop signal (0 for a probe that runs
+// nothing; see ProbeNamespace), the kill grace in
 // nanoseconds, and a random nonce that the parent also writes to the
 // handshake pipe. A variable alone, which anyone can set, never makes a
 // process the init: it must also be PID 1 of a namespace whose creator is
@@ -44,8 +77,8 @@ const (
 const handshakeWait = 5 * time.Second
 
 // ErrNamespace means a PID namespace could not be created: that takes root
-// or CAP_SYS_ADMIN.
-var ErrNamespace = errors.New("cannot create a PID namespace (needs root or CAP_SYS_ADMIN)")
+// or CAP_SYS_ADMIN, or a kernel that lets users create user namespaces.
+var ErrNamespace = errors.New("cannot create a PID namespace")
 
 // IsNamespaceInit reports whether this process was started by Start as the
 // init of a PID namespace. Such a process must run RunInit and exit with
@@ -105,9 +138,14 @@ func RunInit(sigs <-chan os.Signal) int {
 	}
 	status := os.NewFile(uintptr(fd), "status")
 	defer status.Close()
+	if stopSig == 0 { // ProbeNamespace's init
+		io.WriteString(status, encodeStatus(Status{}))
+		return 0
+	}
 	remountProc()
 
-	child, err := Start(Spec{Path: os.Args[1], Args: os.Args[2:], StopSignal: stopSig, KillGrace: grace})
+	child, err := Start(Spec{Path: os.Args[1], Args: os.Args[2:], StopSignal: stopSig, KillGrace: grace,
+		clearAmbient: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "leaderrun: %v\n", err)
 		st := Status{Code: 126}
@@ -133,8 +171,10 @@ func RunInit(sigs <-chan os.Signal) int {
 
 // remountProc gives the namespace its own /proc, so that the command sees
 // its own pids there. It is best effort: without it /proc is the host's.
+// The mounts become slaves, not private: what the host mounts later still
+// appears to the command, and the new /proc never appears to the host.
 func remountProc() {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return
 	}
 	unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
@@ -216,10 +256,59 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, [
 	rand.Read(b)
 	l := &nsLaunch{status: r, write: w, hsRead: hr, hsWrite: hw, nonce: hex.EncodeToString(b)}
 	attr.Files = append(attr.Files, w.Fd(), hr.Fd())
-	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], initEnvValue(c.spec.StopSignal, c.spec.KillGrace, l.nonce))
+	stop := c.spec.StopSignal
+	if c.spec.probe {
+		stop = 0 // no command: the init only proves it could start
+	}
+	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], initEnvValue(stop, c.spec.KillGrace, l.nonce))
 	attr.Sys.Cloneflags = unix.CLONE_NEWPID | unix.CLONE_NEWNS
+	if c.spec.Namespace == UserNamespace {
+		// The init needs CAP_SYS_ADMIN in its namespaces to mount their
+		// /proc: it gets it as an ambient capability (in the new user
+		// namespace only) and clears it before it runs the command.
+		attr.Sys.Cloneflags |= unix.CLONE_NEWUSER
+		attr.Sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+		attr.Sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		attr.Sys.GidMappingsEnableSetgroups = false
+		attr.Sys.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	}
 	args := append([]string{os.Args[0], path}, c.spec.Args...)
 	return self, args, l, nil
+}
+
+// dumpableWhileMapping makes this process dumpable, if it was not, until
+// the returned function runs. ForkExec writes a user namespace's uid and
+// gid maps into the new process's /proc files, which belong to root (and
+// so cannot be written without privilege) while the process is not
+// dumpable, and a forked process inherits that until it execs. The window
+// is one fork; the reaper's mutex, held around every fork, keeps forks
+// from overlapping it.
+func dumpableWhileMapping() (restore func()) {
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 0 {
+		return func() {}
+	}
+	unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	return func() { unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
+}
+
+// dropInheritedCaps clears the calling thread's ambient and inheritable
+// capabilities, which a user namespace's init was given to mount /proc:
+// the command forked from this thread must not inherit them. Only that
+// thread forks the command, and it never runs anything else.
+func dropInheritedCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear inheritable capabilities: %w", err)
+	}
+	return nil
 }
 
 // finish reads the command's status that the init reported; the init's own
@@ -233,9 +322,42 @@ func (l *nsLaunch) finish(st Status) Status {
 	return st
 }
 
-// CheckNamespace reports whether Start can create PID namespaces, without
-// starting anything: it returns ErrNamespace when it cannot.
-func CheckNamespace() error {
+// ProbeNamespace returns the strongest Namespace this process can create:
+// PIDNamespace with root or CAP_SYS_ADMIN, else UserNamespace where the
+// kernel allows it (found by starting an init that exits at once), else
+// NoNamespace and an error that wraps ErrNamespace and says why.
+func ProbeNamespace() (Namespace, error) {
+	if unsharePID() == nil {
+		return PIDNamespace, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return NoNamespace, fmt.Errorf("%w: %w", ErrNamespace, err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return NoNamespace, fmt.Errorf("%w: %w", ErrNamespace, err)
+	}
+	defer null.Close()
+	// A probe's init reports success at once, before it runs anything.
+	c, err := Start(Spec{Path: self, Namespace: UserNamespace,
+		Stdin: null, Stdout: null, Stderr: null, probe: true})
+	if err != nil {
+		return NoNamespace, fmt.Errorf("%w: not root, and no user namespace either: %w", ErrNamespace, err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(handshakeWait + time.Second):
+	}
+	if st := c.Stop(); st != (Status{}) {
+		return NoNamespace, fmt.Errorf("%w: a user namespace's init failed (%v)", ErrNamespace, st)
+	}
+	return UserNamespace, nil
+}
+
+// unsharePID reports whether this process may create PID namespaces of its
+// own, without starting anything.
+func unsharePID() error {
 	result := make(chan error, 1)
 	go func() {
 		// The unshare changes this thread's namespace for its future
@@ -244,8 +366,5 @@ func CheckNamespace() error {
 		runtime.LockOSThread()
 		result <- unix.Unshare(unix.CLONE_NEWPID)
 	}()
-	if err := <-result; err != nil {
-		return fmt.Errorf("%w: %w", ErrNamespace, err)
-	}
-	return nil
+	return <-result
 }

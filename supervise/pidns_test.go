@@ -17,7 +17,7 @@ import (
 func requireNamespaces(t *testing.T) {
 	t.Helper()
 	c, err := Start(Spec{Path: os.Args[0], Args: []string{os.Args[0], "0"},
-		Env: helperEnviron(os.Environ(), "exit"), PIDNamespace: true})
+		Env: helperEnviron(os.Environ(), "exit"), Namespace: PIDNamespace})
 	if errors.Is(err, ErrNamespace) {
 		citest.Missing(t, "cannot create PID namespaces here (%v); CI runs as root", err)
 	}
@@ -29,12 +29,12 @@ func requireNamespaces(t *testing.T) {
 
 func TestPIDNamespaceStatusPassesThrough(t *testing.T) {
 	requireNamespaces(t)
-	c := startHelper(t, Spec{PIDNamespace: true}, "exit", "3")
+	c := startHelper(t, Spec{Namespace: PIDNamespace}, "exit", "3")
 	if got, want := waitDone(t, c), (Status{Code: 3}); got != want {
 		t.Errorf("exit 3 through the namespace's init: status %v, want %v", got, want)
 	}
 	ready := filepath.Join(t.TempDir(), "ready")
-	c = startHelper(t, Spec{PIDNamespace: true}, "sleep", ready)
+	c = startHelper(t, Spec{Namespace: PIDNamespace}, "sleep", ready)
 	waitFile(t, ready)
 	if got, want := c.Stop(), (Status{Signal: syscall.SIGTERM}); got != want {
 		t.Errorf("Stop through the namespace's init: status %v, want %v", got, want)
@@ -45,7 +45,7 @@ func TestPIDNamespaceForwardsSignals(t *testing.T) {
 	requireNamespaces(t)
 	dir := t.TempDir()
 	log, ready := filepath.Join(dir, "log"), filepath.Join(dir, "ready")
-	c := startHelper(t, Spec{PIDNamespace: true}, "record", log, ready)
+	c := startHelper(t, Spec{Namespace: PIDNamespace}, "record", log, ready)
 	waitFile(t, ready)
 	if err := c.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)

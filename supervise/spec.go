@@ -38,13 +38,17 @@ type Spec struct {
 	Stdin, Stdout, Stderr *os.File
 	// Logger receives the package's log lines; nil discards them.
 	Logger *slog.Logger
-	// PIDNamespace runs the command in a new PID namespace under a small
-	// init (this program again; see RunInit), so that every descendant
-	// dies with it even when this process is SIGKILLed. It needs root or
-	// CAP_SYS_ADMIN (else Start fails with ErrNamespace), and the command
-	// sees the namespace's pids, with its own /proc. The program must call
-	// RunInit first thing when IsNamespaceInit reports true.
-	PIDNamespace bool
+	// Namespace ties the command's whole process tree to this process's
+	// life (see Namespace). With any but NoNamespace, the command runs
+	// under a small init (this program again; see RunInit) that is PID 1
+	// of a new PID namespace, so that every descendant dies with it even
+	// when this process is SIGKILLed; Start fails with ErrNamespace when
+	// the kernel refuses the namespace. The program must call RunInit
+	// first thing when IsNamespaceInit reports true.
+	Namespace Namespace
+
+	probe        bool // an init that runs nothing (ProbeNamespace)
+	clearAmbient bool // clear the forking thread's ambient capabilities (a user namespace's init)
 }
 
 // Defaults for the zero values of Spec.
