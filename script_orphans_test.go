@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -23,6 +24,7 @@ func TestOrphans(t *testing.T) {
 		return nil
 	}, false)
 	p.Cmds["unprivileged"] = cmdUnprivileged
+	p.Cmds["mkcgroup"] = cmdMkCgroup
 	testscript.Run(t, p)
 }
 
@@ -57,4 +59,60 @@ func cmdUnprivileged(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Check(os.Chmod(d, fi.Mode().Perm()|0o011))
 		}
 	}
+}
+
+// mkcgroup VAR: create a cgroup of the script's own below the test's, and
+// set VAR to its cgroup.procs: a process that writes its pid there (and
+// what it starts) runs apart from every other script's leaderrun, which
+// would otherwise reclaim what a killed leaderrun left in its place. The
+// cgroup and what is left in it are removed when the script ends.
+func cmdMkCgroup(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: mkcgroup VAR")
+	}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	ts.Check(err)
+	var rel string
+	for _, line := range strings.Split(string(data), "\n") {
+		if r, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = r
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	ts.Check(err)
+	var root string
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if pre, post, ok := strings.Cut(line, " - "); ok && strings.HasPrefix(post, "cgroup2 ") {
+			if f := strings.Fields(pre); len(f) >= 5 && f[3] == "/" {
+				root = f[4]
+			}
+		}
+	}
+	if root == "" {
+		ts.Fatalf("mkcgroup: no cgroup v2 mount")
+	}
+	dir, err := os.MkdirTemp(filepath.Join(root, rel), "lrtest-")
+	ts.Check(err)
+	ts.Defer(func() {
+		for range 100 {
+			// Kill what is left, then remove the cgroups, deepest first.
+			os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+			var dirs []string
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			slices.Reverse(dirs)
+			for _, d := range dirs {
+				os.Remove(d)
+			}
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	ts.Setenv(args[0], filepath.Join(dir, "cgroup.procs"))
 }

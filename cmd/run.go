@@ -105,6 +105,7 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 		log.Warn("the command runs without a PID namespace of its own", "why", rc.NamespaceWarning,
 			"hint", "--pid-namespace=false turns it off and this warning with it")
 	}
+	supervise.ReclaimCgroups(log) // what a SIGKILLed leaderrun's command left
 	r := newReplica(rc, holder, log)
 	r.dsn = dsn
 	var m mode = newLeader(r)

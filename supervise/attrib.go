@@ -91,6 +91,7 @@ func (r *reaper) forget(c *Child) {
 // procStat_ is what procStat reads of /proc/PID/stat.
 type procStat_ struct {
 	pid, ppid int
+	state     byte   // R, S, D, Z, …
 	start     uint64 // starttime, in clock ticks since boot
 }
 
@@ -114,7 +115,7 @@ func procStat(pid int) (procStat_, bool) {
 	if err1 != nil || err2 != nil {
 		return procStat_{}, false
 	}
-	return procStat_{pid: pid, ppid: ppid, start: start}, true
+	return procStat_{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
 }
 
 // allProcs reads every process's parent and start time.

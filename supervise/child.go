@@ -23,7 +23,8 @@ type Child struct {
 	reaped chan struct{} // closed by the reaper once the child has been reaped
 	done   chan struct{} // closed after reaped, once the terminal is given back
 
-	tag string // tags the child's environment; see attrib.go
+	tag string  // tags the child's environment; see attrib.go
+	cg  *cgroup // the child's own cgroup, or nil; see cgroup.go
 
 	stopOnce sync.Once
 }
@@ -58,12 +59,26 @@ func Start(spec Spec) (*Child, error) {
 		tag:    newTag(),
 	}
 	c.spec.Env = append(c.spec.Env[:len(c.spec.Env):len(c.spec.Env)], tagEnv+"="+c.tag)
+	if base := ""; !spec.noCgroup {
+		if base = childCgroups(c.logger); base != "" {
+			if c.cg, err = newCgroup(base); err != nil {
+				c.logger.Debug("the child gets no cgroup of its own", "err", err)
+			}
+		}
+	}
 	started := make(chan error, 1)
 	go c.run(path, started)
 	if err := <-started; err != nil {
+		if c.cg != nil {
+			c.cg.kill()
+		}
 		return nil, err
 	}
-	c.logger.Info("child started", "pid", c.pid, "path", path)
+	if c.cg != nil {
+		c.logger.Info("child started", "pid", c.pid, "path", path, "cgroup", c.cg.dir)
+	} else {
+		c.logger.Info("child started", "pid", c.pid, "path", path)
+	}
 	return c, nil
 }
 
@@ -103,6 +118,9 @@ func (c *Child) run(path string, started chan<- error) {
 			return
 		}
 	}
+	if c.cg != nil {
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, c.cg.fd
+	}
 	err := theReaper.fork(c, func() (int, error) {
 		if c.spec.Namespace == UserNamespace {
 			defer dumpableWhileMapping()()
@@ -114,6 +132,9 @@ func (c *Child) run(path string, started chan<- error) {
 	runtime.KeepAlive(c.spec.Stderr)
 	if ns != nil {
 		ns.forked()
+	}
+	if c.cg != nil {
+		c.cg.cloned()
 	}
 	if err != nil {
 		if ns != nil {

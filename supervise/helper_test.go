@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,7 +33,25 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	reclaimTestCgroups()
+	os.Exit(code)
+}
+
+// reclaimTestCgroups removes the cgroups of the children that tests left
+// without calling Stop, and of the helper supervisors that tests killed.
+func reclaimTestCgroups() {
+	base := cgroupBase
+	if base == "" {
+		return
+	}
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		if pid, _, ok := parseCgroupName(e.Name()); ok && pid == os.Getpid() {
+			(&cgroup{dir: filepath.Join(base, e.Name()), fd: -1}).kill()
+		}
+	}
+	removeDeadCgroups(base, slog.New(slog.DiscardHandler))
 }
 
 // helper runs the child named by mode and returns its exit code. Helpers that
@@ -96,9 +115,9 @@ func helper(mode string, args []string) int {
 		}
 	case "supervise-ns": // supervise-ns PIDFILE: run "escape PIDFILE" under Start in a PID namespace
 		c, err := Start(Spec{
-			Path:         os.Args[0],
-			Args:         []string{os.Args[0], args[0]},
-			Env:          helperEnviron(os.Environ(), "escape"),
+			Path:      os.Args[0],
+			Args:      []string{os.Args[0], args[0]},
+			Env:       helperEnviron(os.Environ(), "escape"),
 			Namespace: PIDNamespace,
 		})
 		if err != nil {

@@ -145,7 +145,7 @@ func RunInit(sigs <-chan os.Signal) int {
 	remountProc()
 
 	child, err := Start(Spec{Path: os.Args[1], Args: os.Args[2:], StopSignal: stopSig, KillGrace: grace,
-		clearAmbient: true})
+		clearAmbient: true, noCgroup: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "leaderrun: %v\n", err)
 		st := Status{Code: 126}
@@ -341,7 +341,7 @@ func ProbeNamespace() (Namespace, error) {
 	defer null.Close()
 	// A probe's init reports success at once, before it runs anything.
 	c, err := Start(Spec{Path: self, Namespace: UserNamespace,
-		Stdin: null, Stdout: null, Stderr: null, probe: true})
+		Stdin: null, Stdout: null, Stderr: null, probe: true, noCgroup: true})
 	if err != nil {
 		return NoNamespace, fmt.Errorf("%w: not root, and no user namespace either: %w", ErrNamespace, err)
 	}

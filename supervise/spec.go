@@ -48,6 +48,7 @@ type Spec struct {
 	Namespace Namespace
 
 	probe        bool // an init that runs nothing (ProbeNamespace)
+	noCgroup     bool // no cgroup of its own (the namespace's init's command, a probe)
 	clearAmbient bool // clear the forking thread's ambient capabilities (a user namespace's init)
 }
 

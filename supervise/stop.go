@@ -51,6 +51,11 @@ func (c *Child) stop(sig syscall.Signal) {
 	}
 	c.awaitReaped()
 	sweep(c)
+	if c.cg != nil {
+		if n := c.cg.kill(); n > 0 {
+			c.logger.Warn("killed what was left in the child's cgroup", "pid", c.pid, "processes", n)
+		}
+	}
 }
 
 // signal sends sig to the child's group and, if it left the group, to the

@@ -1,0 +1,252 @@
+package supervise
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Where this process may create cgroups (cgroup v2, as root or in a
+// systemd unit with Delegate=yes), each Child gets one of its own below
+// this process's cgroup, named leaderrun-PID-START-SEQ after this process's
+// pid and start time. The child is cloned straight into it, so every
+// descendant is in it whatever it does with its session, group or parent,
+// and Stop ends with cgroup.kill: every process left, at once, with no race
+// against a process that forks while /proc is swept. A cgroup whose
+// leaderrun died (SIGKILL) is killed and removed by the next Start of any
+// leaderrun in the same cgroup. Where cgroups cannot be created, nothing of
+// this applies; the process group, the sweep and the PID namespace still do.
+
+// cgroupPrefix begins the name of every cgroup this package creates.
+const cgroupPrefix = "leaderrun-"
+
+// cgroupBase is this process's cgroup directory when children may be put
+// in cgroups of their own, else "".
+var (
+	cgroupBaseOnce sync.Once
+	cgroupBase     string
+	cgroupSeq      atomic.Uint64
+)
+
+// childCgroups returns the directory under which Start creates the
+// children's cgroups, or "" when it cannot; the first call also kills
+// and removes what dead leaderrun processes left there.
+func childCgroups(logger *slog.Logger) string {
+	cgroupBaseOnce.Do(func() {
+		dir, err := ownCgroupDir()
+		if err != nil {
+			logger.Debug("children get no cgroup of their own", "err", err)
+			return
+		}
+		probe := filepath.Join(dir, fmt.Sprintf("%s%d-probe", cgroupPrefix, os.Getpid()))
+		if err := os.Mkdir(probe, 0o755); err != nil {
+			logger.Debug("children get no cgroup of their own", "err", err)
+			return
+		}
+		os.Remove(probe)
+		cgroupBase = dir
+		removeDeadCgroups(dir, logger)
+	})
+	return cgroupBase
+}
+
+// ownCgroupDir returns the directory of this process's cgroup in the
+// cgroup v2 hierarchy, from /proc/self/cgroup and /proc/self/mountinfo.
+func ownCgroupDir() (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	var rel string
+	found := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if r, ok := strings.CutPrefix(line, "0::"); ok {
+			rel, found = r, true
+		}
+	}
+	if !found {
+		return "", errors.New("no cgroup v2 hierarchy")
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS] - FSTYPE SOURCE SUPER"
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields := strings.Fields(pre)
+		if !ok || len(fields) < 5 || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		if fields[3] != "/" {
+			continue // a bind mount of a subtree: paths would not match
+		}
+		dir := filepath.Join(fields[4], rel)
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+			return "", err
+		}
+		return dir, nil
+	}
+	return "", errors.New("cgroup v2 is not mounted")
+}
+
+// cgroup is one Child's cgroup.
+type cgroup struct {
+	dir string
+	fd  int // open until the child has been cloned into it
+}
+
+// newCgroup creates a cgroup for a child under base.
+func newCgroup(base string) (*cgroup, error) {
+	self, ok := procStat(os.Getpid())
+	if !ok {
+		return nil, errors.New("cannot read this process's start time")
+	}
+	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d", cgroupPrefix, os.Getpid(), self.start, cgroupSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return nil, err
+	}
+	return &cgroup{dir: dir, fd: fd}, nil
+}
+
+// cloned closes the descriptor the child was cloned with.
+func (g *cgroup) cloned() {
+	if g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+}
+
+// kill kills every process in the cgroup and its descendant cgroups,
+// waits until none is left, and removes them all. It reports how many
+// processes it found, and gives up (leaving the cgroup) after
+// cgroupKillWait, when a process will not die (uninterruptible sleep).
+func (g *cgroup) kill() int {
+	g.cloned()
+	n := len(g.procs())
+	if n > 0 {
+		if err := os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+			// Before Linux 5.14: one by one, until none is left.
+			for _, pid := range g.procs() {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	}
+	deadline := time.Now().Add(cgroupKillWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := removeTree(g.dir)
+		if err == nil || time.Now().After(deadline) {
+			return n
+		}
+		for _, pid := range g.procs() {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		theReaper.reap()
+		time.Sleep(wait)
+	}
+}
+
+// cgroupKillWait bounds how long kill waits for a cgroup to empty.
+const cgroupKillWait = 10 * time.Second
+
+// removeTree removes the cgroup dir and every cgroup below it, deepest
+// first; a cgroup that still holds a process makes it fail with EBUSY.
+func removeTree(dir string) error {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// procs lists the processes in the cgroup and the cgroups below it.
+func (g *cgroup) procs() []int {
+	var pids []int
+	filepath.WalkDir(g.dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		data, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+// removeDeadCgroups kills and removes the cgroups under base that
+// leaderrun processes no longer alive created: what a SIGKILLed leaderrun's
+// children left.
+func removeDeadCgroups(base string, logger *slog.Logger) {
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		pid, start, ok := parseCgroupName(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if st, ok := procStat(pid); ok && st.start == start && st.state != 'Z' {
+			continue // a live leaderrun's
+		}
+		g := &cgroup{dir: filepath.Join(base, e.Name()), fd: -1}
+		if n := g.kill(); n > 0 {
+			logger.Warn("killed what a leaderrun that died left running", "cgroup", g.dir, "processes", n)
+		}
+	}
+}
+
+// parseCgroupName reads the pid and start time from a name newCgroup made.
+func parseCgroupName(name string) (pid int, start uint64, ok bool) {
+	rest, ok := strings.CutPrefix(name, cgroupPrefix)
+	if !ok {
+		return 0, 0, false
+	}
+	f := strings.Split(rest, "-")
+	if len(f) != 3 {
+		return 0, 0, false
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if _, err3 := strconv.ParseUint(f[2], 10, 64); err1 != nil || err2 != nil || err3 != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	return pid, start, true
+}
+
+// ReclaimCgroups kills and removes what children of leaderrun processes
+// that died (SIGKILL) left in cgroups of their own below this process's
+// cgroup, and reports whether Start will give children cgroups of their
+// own. Start does the same on its first call; a supervisor calls it at
+// startup so that a standby reclaims them too.
+func ReclaimCgroups(logger *slog.Logger) bool {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return childCgroups(logger) != ""
+}

@@ -1,0 +1,125 @@
+package supervise
+
+import (
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leaderrun/leaderrun/internal/citest"
+)
+
+// requireCgroups skips where children get no cgroup of their own.
+func requireCgroups(t *testing.T) string {
+	t.Helper()
+	base := childCgroups(slog.New(slog.DiscardHandler))
+	if base == "" {
+		citest.Missing(t, "cannot create cgroups here (cgroup v2, as root or delegated); CI runs as root")
+	}
+	return base
+}
+
+// cgroupOf returns pid's cgroup v2 path ("" when it has exited).
+func cgroupOf(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	for _, line := range strings.Split(string(data), "\n") {
+		if rel, ok := strings.CutPrefix(line, "0::"); ok {
+			return rel
+		}
+	}
+	return ""
+}
+
+func TestChildRunsInACgroupOfItsOwnRemovedByStop(t *testing.T) {
+	base := requireCgroups(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startHelper(t, Spec{}, "sleep", ready)
+	waitFile(t, ready)
+	if c.cg == nil {
+		t.Fatal("no cgroup for the child")
+	}
+	if got := filepath.Base(cgroupOf(c.Pid())); got != filepath.Base(c.cg.dir) || !strings.HasPrefix(got, cgroupPrefix) {
+		t.Fatalf("child %d in cgroup %q, want %s", c.Pid(), cgroupOf(c.Pid()), c.cg.dir)
+	}
+	c.Stop()
+	if _, err := os.Stat(c.cg.dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there after Stop (%v)", c.cg.dir, err)
+	}
+	if filepath.Dir(c.cg.dir) != base {
+		t.Errorf("cgroup %s not below %s", c.cg.dir, base)
+	}
+}
+
+// TestDeadSupervisorsCgroupIsReclaimed plays a SIGKILLed leaderrun: a
+// cgroup named after a process that has exited, with a live process in it,
+// is killed and removed; one named after a live process (this one) is left.
+func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
+	base := requireCgroups(t)
+	dead := exec.Command("true")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadStat, ok := procStat(dead.Process.Pid)
+	if !ok {
+		t.Fatal("cannot read the start time of a fresh process")
+	}
+	dead.Wait()
+	self, _ := procStat(os.Getpid())
+
+	orphanDir := filepath.Join(base, cgroupPrefix+strconv.Itoa(deadStat.pid)+"-"+strconv.FormatUint(deadStat.start, 10)+"-1")
+	liveDir := filepath.Join(base, cgroupPrefix+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(self.start, 10)+"-999999")
+	for _, d := range []string{orphanDir, liveDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(liveDir) })
+	orphan := exec.Command("sleep", "300")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill() })
+	if err := os.WriteFile(filepath.Join(orphanDir, "cgroup.procs"), []byte(strconv.Itoa(orphan.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	removeDeadCgroups(base, slog.New(slog.DiscardHandler))
+
+	// This package's reaper may reap it: gone or a zombie both mean dead.
+	if st := procState(orphan.Process.Pid); st != "" && st != "Z" {
+		t.Errorf("the process in a dead supervisor's cgroup is alive (state %s)", st)
+	}
+	if _, err := os.Stat(orphanDir); !os.IsNotExist(err) {
+		t.Errorf("%s still there (%v)", orphanDir, err)
+	}
+	if _, err := os.Stat(liveDir); err != nil {
+		t.Errorf("a live supervisor's cgroup was removed: %v", err)
+	}
+}
+
+func TestParseCgroupName(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pid   int
+		start uint64
+		ok    bool
+	}{
+		{"leaderrun-123-456-7", 123, 456, true},
+		{"leaderrun-123-probe", 0, 0, false},
+		{"leaderrun-0-456-7", 0, 0, false},
+		{"leaderrun--1-456-7", 0, 0, false},
+		{"leaderrun-123-456", 0, 0, false},
+		{"leaderrun-123-456-7-8", 0, 0, false},
+		{"leaderrun-x-456-7", 0, 0, false},
+		{"system.slice", 0, 0, false},
+		{"leaderrun-123-456-", 0, 0, false},
+	} {
+		pid, start, ok := parseCgroupName(tc.name)
+		if pid != tc.pid || start != tc.start || ok != tc.ok {
+			t.Errorf("parseCgroupName(%q) = %d, %d, %v; want %d, %d, %v", tc.name, pid, start, ok, tc.pid, tc.start, tc.ok)
+		}
+	}
+}
