@@ -52,8 +52,16 @@ type Elector struct {
 	Logger *slog.Logger
 	// Clock measures trust; nil means BootClock.
 	Clock Clock
-	// Observe, when set, is called after every acquire, renew and release
-	// with the operation's name ("acquire", "renew", "release"), how long
+	// Prover, when set, watches a holder that annotated its record with
+	// where it runs (Store.Annotate) while Campaign waits for it: when it
+	// proves the holder dead, Campaign takes the name over at once with
+	// Store.Seize instead of at the lease's expiry. Nil: a crashed
+	// holder's name is free when its lease expires.
+	Prover Prover
+
+	// Observe, when set, is called after every acquire, seize, renew and
+	// release with the operation's name ("acquire", "seize", "renew",
+	// "release"), how long
 	// the store took, and the outcome (a *HeldError counts as an answer).
 	// It runs on the election's goroutines and must not block.
 	Observe func(op string, took time.Duration, err error)
@@ -89,7 +97,9 @@ const maxJitter = 50 * time.Millisecond
 
 // Campaign blocks until holder acquires the name, and returns the tenure.
 // A held name makes it sleep until the holder's known expiry or until the
-// store reports a change, whichever is first. Store errors are logged and
+// store reports a change, whichever is first; with a Prover, also until
+// the Prover proves the holder dead, and then it takes the name at once
+// (Store.Seize). Store errors are logged and
 // retried with capped exponential back-off. Errors wrapping ErrRefused end
 // the campaign only while the store has never answered this Elector (a
 // configuration that cannot work); later they are retried like any other.
@@ -101,7 +111,9 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	}
 	log := e.logger()
 	backoff := e.RetryPeriod / 4
-	var leader Record // last tenure seen, to log each change once
+	var leader Record      // last tenure seen, to log each change once
+	var watch *holderWatch // the Prover's watch of the tenure that holds the name
+	defer func() { watch.stop() }()
 	for {
 		sent := e.clock()()
 		actx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
@@ -125,8 +137,35 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				leader = held.Record
 				e.logHeld(log, held.Record)
 			}
-			if err := e.Store.Wait(ctx, e.Name, held.Record, sleep); err != nil {
+			watch = e.watchHolder(ctx, watch, held.Record, log)
+			dead, err := e.waitHeld(ctx, held.Record, sleep, watch)
+			if err != nil {
 				return nil, err
+			}
+			if !dead {
+				continue
+			}
+			ten, err := e.seize(ctx, watch, log)
+			switch {
+			case err == nil:
+				return ten, nil
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			case errors.As(err, &held):
+				// A reservation keeps the name from this holder, or the
+				// tenure changed: campaign as usual.
+				watch.spent = true
+				log.Info("the leader on this host is dead, but the store refused the takeover; waiting as usual", "err", err)
+			case errors.Is(err, ErrClosed):
+				return nil, err
+			default:
+				// The proof stands; the next round tries Seize again.
+				sleep := backoff/2 + rand.N(backoff/2+1)
+				log.Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
+				backoff = min(2*backoff, 2*e.RetryPeriod)
+				if err := sleepCtx(ctx, sleep); err != nil {
+					return nil, err
+				}
 			}
 		case errors.Is(err, ErrClosed):
 			return nil, err

@@ -330,7 +330,7 @@ func (s *countingStore) Acquire(ctx context.Context, name, holder string, ttl ti
 	return s.Memory.Acquire(ctx, name, holder, ttl)
 }
 
-func TestStepDownEndsTenureAtNextRenew(t *testing.T) {
+func TestStepDownEndsTenureAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &leasetest.Memory{}
 		clock := newFakeClock()
@@ -347,13 +347,46 @@ func TestStepDownEndsTenureAtNextRenew(t *testing.T) {
 		if got, want := context.Cause(ten.Context()), lease.ErrSteppedDown; !errors.Is(got, want) {
 			t.Errorf("cause = %v, want %v", got, want)
 		}
-		if got, want := clock.now(), interval; got != want {
-			t.Errorf("tenure ended at %v, want %v (the first renew after the request)", got, want)
+		if got, want := clock.now(), interval/2; got != want {
+			t.Errorf("tenure ended at %v, want %v (when the store's wake-up told of the request, before the next renew)", got, want)
 		}
 		// The name is still the tenure's to hand back.
 		if err := ten.Release(context.Background()); err != nil {
 			t.Errorf("Release after a step-down = %v, want nil", err)
 		}
+	})
+}
+
+// deafStore never wakes a Wait before its timeout: a store whose wake-up
+// channel lost the notification.
+type deafStore struct{ *leasetest.Memory }
+
+func (s deafStore) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
+	select {
+	case <-time.After(timeout):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestStepDownWithoutWakeUpEndsTenureAtNextRenew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		ten := campaign(t, elector(deafStore{m}, "a", clock))
+		time.Sleep(interval / 2)
+		if _, err := m.RequestStepDown(context.Background(), "relay", "", time.Minute); err != nil {
+			t.Fatalf("RequestStepDown: %v", err)
+		}
+		<-ten.Context().Done()
+		if got, want := context.Cause(ten.Context()), lease.ErrSteppedDown; !errors.Is(got, want) {
+			t.Errorf("cause = %v, want %v", got, want)
+		}
+		if got, want := clock.now(), interval; got != want {
+			t.Errorf("tenure ended at %v, want %v (the first renew after the request)", got, want)
+		}
+		ten.Release(context.Background())
 	})
 }
 

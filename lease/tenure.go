@@ -33,6 +33,9 @@ type Tenure struct {
 	// attempts or, when external, by the owner's rounds (report).
 	results  chan renewal
 	external bool
+	// asked carries the record that showed a step-down request, from
+	// noticeStepDown to run.
+	asked chan Record
 	// over, when set, is called once the tenure is given up (Release,
 	// Abandon, StepAside): its Owner stops claiming it.
 	over     func()
@@ -46,9 +49,55 @@ func (e *Elector) newTenure(rec Record, sent time.Duration, external bool) *Tenu
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tenure{Record: rec, e: e, ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		results: make(chan renewal, 1), external: external}
+		results: make(chan renewal, 1), external: external, asked: make(chan Record)}
 	go t.run(sent)
+	if !external {
+		go t.noticeStepDown()
+	}
 	return t
+}
+
+// stepDownWait bounds each Store.Wait of noticeStepDown: the wake-up
+// channel tells it of a request; the bound only limits how long a lost
+// notification can go unnoticed (renewals notice it too).
+const stepDownWait = time.Minute
+
+// noticeStepDown waits on the store's wake-up channel (Store.Wait) for a
+// step-down request for this tenure, and hands the record that shows it
+// to run: a holder learns of the request at once, not at its next
+// renewal. It reads the record after each wake-up, and ends when the
+// tenure does or the record names another tenure (renewals tell run).
+func (t *Tenure) noticeStepDown() {
+	e := t.e
+	seen := t.Record
+	for {
+		err := e.Store.Wait(t.ctx, e.Name, seen, stepDownWait)
+		if t.ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return
+		}
+		rctx, cancel := context.WithTimeout(t.ctx, e.RetryPeriod)
+		rec, err := e.Store.Get(rctx, e.Name)
+		cancel()
+		switch {
+		case t.ctx.Err() != nil:
+			return
+		case err != nil:
+			// The store is in trouble; renewals decide what that means.
+			if sleepCtx(t.ctx, e.RetryPeriod) != nil {
+				return
+			}
+			continue
+		case rec.Holder != e.Holder || rec.Token != t.Record.Token || rec.Released:
+			return
+		case rec.StepDown:
+			select {
+			case t.asked <- rec:
+			case <-t.ctx.Done():
+			}
+			return
+		}
+		seen = rec
+	}
 }
 
 // report tells an external tenure the outcome of a renewal sent at sent:
@@ -170,6 +219,12 @@ func (t *Tenure) run(sent time.Duration) {
 		timer := time.NewTimer(wait)
 		select {
 		case <-t.ctx.Done(): // ended by its owner (a hand-off)
+			timer.Stop()
+			return
+		case rec := <-t.asked:
+			log.Info("asked to step down", "successor", rec.Successor,
+				"reserved_for", rec.Reserved.Round(time.Millisecond), "noticed", "by the store's wake-up")
+			t.cancel(ErrSteppedDown)
 			timer.Stop()
 			return
 		case r := <-t.results:

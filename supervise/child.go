@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 // Child is a running command started by Start. Its methods are safe for
@@ -19,6 +21,7 @@ type Child struct {
 	logger *slog.Logger
 
 	pid    int           // set under theReaper.mu before Start returns; never changes
+	start  uint64        // the child's start time (procstat.Stat.Start); set with pid, 0 if unread
 	status Status        // set under theReaper.mu by the reaper
 	reaped chan struct{} // closed by the reaper once the child has been reaped
 	done   chan struct{} // closed after reaped, once the terminal is given back
@@ -125,7 +128,15 @@ func (c *Child) run(path string, started chan<- error) {
 		if c.spec.Namespace == UserNamespace {
 			defer dumpableWhileMapping()()
 		}
-		return syscall.ForkExec(exe, args, attr)
+		pid, err := syscall.ForkExec(exe, args, attr)
+		if err == nil {
+			// The reaper's lock is held: the child cannot be reaped yet,
+			// so pid is still the child's.
+			if st, err := procstat.Read(pid); err == nil {
+				c.start = st.Start
+			}
+		}
+		return pid, err
 	})
 	runtime.KeepAlive(c.spec.Stdin)
 	runtime.KeepAlive(c.spec.Stdout)
@@ -169,6 +180,11 @@ func (c *Child) exited(st Status) {
 
 // Pid returns the child's process ID, which is also its process group ID.
 func (c *Child) Pid() int { return c.pid }
+
+// StartTime returns the child's start time in clock ticks since boot, as
+// /proc/PID/stat showed it right after the fork (0 if it could not be
+// read). With Pid, it names the child even after its pid is reused.
+func (c *Child) StartTime() uint64 { return c.start }
 
 // Done is closed once the child itself has been reaped. Its descendants may
 // still be running; Stop kills them.

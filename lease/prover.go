@@ -1,0 +1,144 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Prover proves, on the host where a tenure's holder runs, that the tenure
+// is over before its lease expires: that the holder is dead and that
+// everything it ran is gone. Campaign asks it about every held record that
+// carries a Where (Store.Annotate) and, once it has proved the holder
+// dead, takes the name with Store.Seize instead of waiting for the lease to
+// expire. Package local implements it for holders on this host.
+type Prover interface {
+	// Prove blocks while rec's holder lives, and returns nil once it
+	// has proved the holder dead and the processes it ran gone, so that
+	// nothing of the tenure can act any more. It returns another error
+	// as soon as it knows it cannot prove that (rec.Where names another
+	// host, or processes it cannot verify or signal): the follower then
+	// waits for the expiry. A holder that is only frozen (SIGSTOP) is
+	// alive. It returns ctx's error promptly when ctx ends first.
+	Prove(ctx context.Context, rec Record) error
+}
+
+// ErrElsewhere is wrapped by a Prove error that says the holder runs on
+// another host or in another PID namespace, as is normal where replicas run
+// on several hosts: Campaign logs it at debug level only.
+var ErrElsewhere = errors.New("the leader runs on another host or in another PID namespace")
+
+// holderWatch is a Prove of one tenure, running while Campaign waits for
+// that tenure to end. One watch lives across the campaign's rounds for as
+// long as they see the same tenure: a Prove holds what it verified while
+// the holder lived, and could not verify it again after the holder's death.
+type holderWatch struct {
+	rec    Record
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Prove has returned
+	err    error         // Prove's result; read only after done is closed
+	// spent: the store refused the Seize that followed the proof (a
+	// step-down reservation for another): wait for the name as usual.
+	spent bool
+}
+
+// watchHolder returns the watch of rec's tenure: w when it watches that
+// tenure already, else a new one (nil when there is nothing to prove:
+// no Prover, a record that is not held or has no Where), stopping w.
+func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, log *slog.Logger) *holderWatch {
+	if w != nil && SameTenure(w.rec, rec) {
+		return w
+	}
+	w.stop()
+	if e.Prover == nil || rec.Where == "" || !rec.Held() {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w = &holderWatch{rec: rec, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.err = e.Prover.Prove(wctx, rec)
+		if w.err == nil || wctx.Err() != nil {
+			return
+		}
+		level := slog.LevelInfo
+		if errors.Is(w.err, ErrElsewhere) {
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "cannot watch the leader on this host; a crash hands over at the lease's expiry",
+			"leader", rec.Holder, "leader_token", rec.Token, "why", w.err)
+	}()
+	return w
+}
+
+// stop ends the watch and waits for its Prove to return. A nil watch does
+// nothing.
+func (w *holderWatch) stop() {
+	if w != nil {
+		w.cancel()
+		<-w.done
+	}
+}
+
+// proved reports whether Prove has proved the holder dead, and the Seize
+// that follows may be tried.
+func (w *holderWatch) proved() bool {
+	if w == nil || w.spent {
+		return false
+	}
+	select {
+	case <-w.done:
+		return w.err == nil
+	default:
+		return false
+	}
+}
+
+// waitHeld waits, as Store.Wait does, for rec's tenure to change or for
+// timeout; with a watch, also for its proof that the holder is dead, and
+// reports that.
+func (e *Elector) waitHeld(ctx context.Context, rec Record, timeout time.Duration, w *holderWatch) (dead bool, err error) {
+	if w.proved() {
+		return true, nil
+	}
+	if w == nil || w.spent {
+		return false, e.Store.Wait(ctx, e.Name, rec, timeout)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.done:
+			if w.err == nil {
+				cancel()
+			}
+		case <-wctx.Done():
+		}
+	}()
+	err = e.Store.Wait(wctx, e.Name, rec, timeout)
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case w.proved():
+		return true, nil
+	case errors.Is(err, context.Canceled):
+		return false, nil
+	}
+	return false, err
+}
+
+// seize takes the name from the holder that w proved dead.
+func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (*Tenure, error) {
+	sent := e.clock()()
+	sctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
+	rec, err := e.Store.Seize(sctx, e.Name, e.Holder, w.rec, e.LeaseDuration)
+	cancel()
+	e.observe("seize", e.clock()()-sent, err)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
+		"dead_token", w.rec.Token, "lease_left", w.rec.Remaining.Round(time.Millisecond))
+	return e.newTenure(rec, sent, false), nil
+}
