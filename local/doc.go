@@ -1,0 +1,27 @@
+// Package local is leaderrun's same-host fast path: a holder records in its
+// lease where it runs (Where, written with Store.Annotate), and a follower
+// on the same host and in the same PID namespace proves the holder dead
+// (Prover) so that it may take the name over at once (Store.Seize) instead
+// of at the lease's expiry.
+//
+// The proof rests on pidfds, which name one process and never a later
+// process that reuses its pid. While the holder lives, the follower opens a
+// pidfd on the holder and one on the holder's command, and checks after
+// opening each that the pid still has the start time the record gives (and,
+// for the command, that the holder is its parent). From then on nothing
+// depends on pid numbers: it waits for the holder's pidfd to report an exit
+// (a stopped holder has not exited), SIGKILLs the command and the process
+// group the command leads through the command's pidfd
+// (pidfd_send_signal with PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9), waits for
+// the command to exit, and then until no process is left in that group.
+// Anything it cannot verify — another boot or PID namespace, a record it
+// cannot parse, a process that is gone or is another, no permission to
+// signal, a kernel without group signals through pidfds — ends the proof
+// with an error, and the follower waits for the expiry instead.
+//
+// What the proof does not cover: descendants that left the command's
+// process group (setsid, setpgid) before the holder died. The expiry path
+// does not kill those either; a PID namespace (--pid-namespace) does, as
+// the command is then the namespace's init, whose exit the follower waits
+// for. docs/design.md has the full argument.
+package local

@@ -1,0 +1,168 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
+)
+
+// The test binary plays the processes of a tenure, by LOCAL_TEST_ROLE:
+//
+//	holder:  a leaderrun stand-in; starts a command in a group of its own
+//	         with Pdeathsig (as supervise does), reaps it, and sleeps;
+//	command: starts a sleeper in its own group (unless LOCAL_TEST_ALONE
+//	         is set), writes "command sleeper" pids to LOCAL_TEST_PIDS,
+//	         and sleeps;
+//	sleeper: sleeps.
+func TestMain(m *testing.M) {
+	switch os.Getenv("LOCAL_TEST_ROLE") {
+	case "holder":
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=command")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			os.Exit(3)
+		}
+		c.Wait()
+		sleepForever()
+	case "command":
+		sleeper := 0
+		if os.Getenv("LOCAL_TEST_ALONE") == "" {
+			c := exec.Command(os.Args[0])
+			c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=sleeper")
+			if err := c.Start(); err != nil {
+				os.Exit(3)
+			}
+			sleeper = c.Process.Pid
+		}
+		path := os.Getenv("LOCAL_TEST_PIDS")
+		os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d", os.Getpid(), sleeper), 0o644)
+		os.Rename(path+".tmp", path)
+		sleepForever()
+	case "sleeper":
+		sleepForever()
+	}
+	os.Exit(m.Run())
+}
+
+// sleepForever blocks for good (a bare select{} would be a deadlock the
+// runtime ends).
+func sleepForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// tenure is a running holder, its command and the command's sleeper.
+type tenure struct {
+	holder                *exec.Cmd
+	command, sleeper      int
+	where                 Where
+	holderDone, cmdExited chan struct{}
+}
+
+// startTenure starts a holder; alone leaves the command without a sleeper.
+func startTenure(t *testing.T, alone bool) *tenure {
+	t.Helper()
+	pids := t.TempDir() + "/pids"
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=holder", "LOCAL_TEST_PIDS="+pids)
+	if alone {
+		c.Env = append(c.Env, "LOCAL_TEST_ALONE=1")
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ten := &tenure{holder: c, holderDone: make(chan struct{})}
+	go func() { c.Wait(); close(ten.holderDone) }()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-ten.holderDone
+		for _, pid := range []int{ten.command, ten.sleeper} {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	var data []byte
+	waitUntil(t, "the command's pids", func() bool {
+		var err error
+		data, err = os.ReadFile(pids)
+		return err == nil
+	})
+	f := strings.Fields(string(data))
+	ten.command, _ = strconv.Atoi(f[0])
+	ten.sleeper, _ = strconv.Atoi(f[1])
+	w, err := Here(ten.command, startOf(t, ten.command))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Pid, w.Start = c.Process.Pid, startOf(t, c.Process.Pid)
+	ten.where = w
+	return ten
+}
+
+func startOf(t *testing.T, pid int) uint64 {
+	t.Helper()
+	st, err := procstat.Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Start
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// running reports whether pid runs and has not exited (a zombie has).
+func running(pid int) bool {
+	st, err := procstat.Read(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
+}
+
+// lines is a slog handler that sends each message to a channel.
+type lines chan string
+
+func (l lines) Enabled(context.Context, slog.Level) bool { return true }
+func (l lines) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l <- r.Message:
+	default:
+	}
+	return nil
+}
+func (l lines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l lines) WithGroup(string) slog.Handler      { return l }
+
+// expect waits for a log line starting with prefix.
+func (l lines) expect(t *testing.T, prefix string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case msg := <-l:
+			if strings.HasPrefix(msg, prefix) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line %q", prefix)
+		}
+	}
+}

@@ -1,0 +1,31 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// ErrUnprovable is wrapped by every error of Prove that says it cannot
+// prove the holder dead, rather than that its context ended.
+var ErrUnprovable = errors.New("cannot prove the leader dead on this host")
+
+// Prover proves nothing outside Linux: pidfds are Linux's.
+type Prover struct {
+	Logger *slog.Logger
+}
+
+// Prove implements lease.Prover; outside Linux it always fails.
+func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
+	return fmt.Errorf("%w: only Linux has pidfds", ErrUnprovable)
+}
+
+// Here fails outside Linux.
+func Here(pid int, start uint64) (Where, error) {
+	return Where{}, errors.New("where a process runs is known only on Linux")
+}

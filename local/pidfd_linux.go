@@ -1,0 +1,161 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
+)
+
+// process is a pidfd on one process. Whatever it does reaches that process
+// (or its process group), never a later one that reuses its pid.
+type process struct {
+	pid int
+	f   *os.File // the pidfd, non-blocking, in the runtime's poller
+}
+
+// errOther marks a pid that names another process than the record's.
+var errOther = errors.New("another process")
+
+// openProcess opens a pidfd on pid and then checks that pid still has the
+// start time start and, when parent is not 0, that parent is its parent:
+// the pidfd was opened before the check, so it names the process checked.
+func openProcess(pid int, start uint64, parent int) (*process, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd_open(%d): %w", pid, err)
+	}
+	st, err := procstat.Read(pid)
+	switch {
+	case err != nil:
+		unix.Close(fd)
+		return nil, err
+	case st.Start != start:
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d started at tick %d, not %d: %w", pid, st.Start, start, errOther)
+	case parent != 0 && st.PPid != parent:
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d is a child of %d, not of %d: %w", pid, st.PPid, parent, errOther)
+	}
+	return &process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid))}, nil
+}
+
+// openMember opens a pidfd on pid if, once opened, it is a live process
+// of process group pgid; it returns nil otherwise.
+func openMember(pid, pgid int) *process {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	if st, err := procstat.Read(pid); err != nil || st.Pgid != pgid {
+		unix.Close(fd)
+		return nil
+	}
+	return &process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid))}
+}
+
+func (p *process) Close() error { return p.f.Close() }
+
+// signal sends sig to the process (0: check that it may be signalled).
+func (p *process) signal(sig unix.Signal) error { return p.send(sig, 0) }
+
+// signalGroup sends sig to every process of the process group that the
+// process leads, by the group's identity rather than its number: the
+// kernel finds the members through the process's struct pid, which stays
+// the same after the process has exited and been reaped while members
+// remain. ESRCH means the group has no member left, zombies included.
+// It needs Linux 6.9; older kernels answer EINVAL.
+func (p *process) signalGroup(sig unix.Signal) error {
+	return p.send(sig, unix.PIDFD_SIGNAL_PROCESS_GROUP)
+}
+
+func (p *process) send(sig unix.Signal, flags int) error {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.PidfdSendSignal(int(fd), sig, nil, flags) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// wait blocks until the process has exited (a zombie has), or until ctx
+// ends. It sleeps in the runtime's poller on the pidfd, which becomes
+// readable when the process exits; a stopped process has not exited.
+func (p *process) wait(ctx context.Context) error {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { p.f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	err = rc.Read(func(fd uintptr) bool { return exited(int(fd)) })
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("wait for pid %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+// exited polls a pidfd without blocking.
+func exited(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0 && pfd[0].Revents != 0
+	}
+}
+
+// groupMembers returns pidfds on the processes of process group pgid that
+// have not exited, found in /proc, and how many have exited without being
+// reaped. Whether a process has exited is the pidfd's answer, which counts
+// every thread: /proc shows a zombie leader while its other threads run.
+func groupMembers(pgid int) (live []*process, unreaped int) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procstat.Read(pid); err != nil || st.Pgid != pgid {
+			continue
+		}
+		m := openMember(pid, pgid)
+		switch {
+		case m == nil:
+		case m.exited():
+			unreaped++
+			m.Close()
+		default:
+			live = append(live, m)
+		}
+	}
+	return live, unreaped
+}
+
+// exited reports whether the process has exited, without blocking.
+func (p *process) exited() bool {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	done := false
+	rc.Control(func(fd uintptr) { done = exited(int(fd)) })
+	return done
+}

@@ -1,0 +1,166 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// memberWait bounds one wait for the members of the old command's group
+// found by a scan, before Prove kills the group again and scans anew.
+const memberWait = 250 * time.Millisecond
+
+// Prover proves a holder on this host dead (lease.Prover): see the package
+// documentation. The zero value is ready to use.
+type Prover struct {
+	// Logger receives the proof's log lines; nil discards them.
+	Logger *slog.Logger
+}
+
+var _ lease.Prover = (*Prover)(nil)
+
+// Prove implements lease.Prover. It returns an error wrapping ErrUnprovable
+// (and lease.ErrElsewhere for another host or PID namespace) when it cannot
+// verify what rec.Where names; it then has signalled nothing.
+func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
+	w, err := Parse(rec.Where)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnprovable, err)
+	}
+	holder, child, err := watchable(w)
+	if err != nil {
+		return err
+	}
+	defer holder.Close()
+	defer child.Close()
+	log := p.logger().With("leader", rec.Holder, "leader_token", rec.Token, "leader_pid", w.Pid, "command_pid", w.Child)
+	log.Info("watching the leader on this host; should it die, its command's group is killed and the lease taken at once")
+	if err := holder.wait(ctx); err != nil {
+		return err
+	}
+	died := time.Now()
+	log.Info("the leader on this host died; killing its command's process group")
+	if err := p.clear(ctx, child, log); err != nil {
+		return err
+	}
+	log.Info("the dead leader's command and its process group are gone", "took", time.Since(died).Round(time.Microsecond))
+	return nil
+}
+
+// ErrUnprovable is wrapped by every error of Prove that says it cannot
+// prove the holder dead, rather than that its context ended.
+var ErrUnprovable = errors.New("cannot prove the leader dead on this host")
+
+// watchable opens pidfds on the holder and its command that w names, after
+// checking that they run on this boot and in this PID namespace, and that
+// this process may signal the command and its group.
+func watchable(w Where) (holder, child *process, err error) {
+	s, err := thisProcess()
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
+	case w.Boot != s.boot:
+		return nil, nil, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, lease.ErrElsewhere, w.Boot)
+	case w.PIDNS != s.pidns:
+		return nil, nil, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, lease.ErrElsewhere, w.PIDNS)
+	case w.Pid == s.pid:
+		return nil, nil, fmt.Errorf("%w: the leader is this process", ErrUnprovable)
+	case w.Pgid != w.Child:
+		return nil, nil, fmt.Errorf("%w: the command %d does not lead its process group %d", ErrUnprovable, w.Child, w.Pgid)
+	}
+	holder, err = openProcess(w.Pid, w.Start, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)
+	}
+	child, err = openProcess(w.Child, w.ChildStart, w.Pid)
+	if err != nil {
+		holder.Close()
+		return nil, nil, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)
+	}
+	err = child.signal(0)
+	if err == nil || errors.Is(err, unix.ESRCH) {
+		err = child.signalGroup(0)
+	}
+	switch {
+	case err == nil, errors.Is(err, unix.ESRCH):
+		return holder, child, nil
+	case errors.Is(err, unix.EINVAL):
+		err = fmt.Errorf("this kernel cannot signal a process group through a pidfd (Linux 6.9 can): %w", err)
+	case errors.Is(err, unix.EPERM):
+		err = fmt.Errorf("no permission to signal the leader's command: %w", err)
+	}
+	holder.Close()
+	child.Close()
+	return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
+}
+
+// clear SIGKILLs the dead holder's command and the process group it leads,
+// and returns once the command and every process of the group have exited.
+// Exited processes that their new parent has not reaped yet (zombies) count
+// as gone: they run no code and hold no file, lock, socket or memory. Every
+// signal goes through the command's pidfd. Between kills it sleeps on
+// pidfds of the members a scan of /proc found, so a group that takes long
+// to die costs one scan per memberWait at most.
+func (p *Prover) clear(ctx context.Context, child *process, log *slog.Logger) error {
+	if err := child.signal(unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("%w: kill the command: %w", ErrUnprovable, err)
+	}
+	for {
+		// Again every round: a member may have forked while the first
+		// kill was on its way.
+		err := child.signalGroup(unix.SIGKILL)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			return child.wait(ctx) // the command itself, should it have left its group
+		case err != nil:
+			return fmt.Errorf("%w: kill the command's process group: %w", ErrUnprovable, err)
+		}
+		if err := child.wait(ctx); err != nil {
+			return err
+		}
+		live, unreaped := groupMembers(child.pid)
+		if len(live) == 0 {
+			if unreaped > 0 {
+				log.Debug("the old command's group has exited; its reaper has yet to collect it", "unreaped", unreaped)
+			}
+			return nil
+		}
+		err = waitMembers(ctx, live)
+		for _, m := range live {
+			m.Close()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// waitMembers waits for every process of ps to exit, for at most
+// memberWait in all.
+func waitMembers(ctx context.Context, ps []*process) error {
+	wctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	for _, m := range ps {
+		err := m.wait(wctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && wctx.Err() == nil {
+			return fmt.Errorf("%w: %w", ErrUnprovable, err)
+		}
+	}
+	return nil
+}
+
+func (p *Prover) logger() *slog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}

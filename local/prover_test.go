@@ -1,0 +1,211 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func record(w Where) lease.Record {
+	return lease.Record{Name: "relay", Holder: "a", Token: 7, Remaining: time.Minute, Where: w.String()}
+}
+
+// prove runs Prove in the background and returns its result channel, once
+// it watches the holder.
+func prove(t *testing.T, ctx context.Context, rec lease.Record) <-chan error {
+	t.Helper()
+	log := make(lines, 16)
+	p := &Prover{Logger: slog.New(log)}
+	done := make(chan error, 1)
+	go func() { done <- p.Prove(ctx, rec) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Prove returned %v before watching", err)
+	case <-time.After(0):
+	}
+	log.expect(t, "watching the leader")
+	return done
+}
+
+func TestProveKillsDeadHoldersGroup(t *testing.T) {
+	ten := startTenure(t, false)
+	done := prove(t, t.Context(), record(ten.where))
+	if err := ten.holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Prove = %v, want nil once the holder died", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prove did not return after the holder died")
+	}
+	// The sleeper shares the command's group, and nothing else would kill
+	// it: Pdeathsig reaches the command only.
+	if running(ten.sleeper) || running(ten.command) {
+		t.Errorf("after Prove, command running = %v, sleeper running = %v; want both dead",
+			running(ten.command), running(ten.sleeper))
+	}
+}
+
+func TestProveNeverOnStoppedHolder(t *testing.T) {
+	ten := startTenure(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := prove(t, ctx, record(ten.where))
+	pid := ten.holder.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	waitUntil(t, "the holder to stop", func() bool {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return len(data) > 0 && stateOf(data) == 'T'
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Prove of a stopped holder = %v, want it to keep watching", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Prove after its context ended = %v, want context.Canceled", err)
+	}
+	if !running(ten.command) || !running(ten.sleeper) {
+		t.Error("Prove of a stopped holder killed its command or group")
+	}
+}
+
+func stateOf(stat []byte) byte {
+	for i := len(stat) - 1; i > 0; i-- {
+		if stat[i] == ')' && i+2 < len(stat) {
+			return stat[i+2]
+		}
+	}
+	return 0
+}
+
+func TestProveRefusesWhatItCannotVerify(t *testing.T) {
+	ten := startTenure(t, false)
+	// A process of the same user that is not the holder's command.
+	stranger := exec.Command(os.Args[0])
+	stranger.Env = append(os.Environ(), "LOCAL_TEST_ROLE=sleeper")
+	stranger.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stranger.Process.Kill(); stranger.Wait() }()
+	spid := stranger.Process.Pid
+	self, err := thisProcess()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		edit      func(w *Where)
+		elsewhere bool
+	}{
+		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true},
+		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true},
+		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false},
+		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false},
+		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, w.ChildStart+1 }, false},
+		{"a stranger that is not the holder's child as the command", func(w *Where) {
+			w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)
+		}, false},
+		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.pid, self.start }, false},
+		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false},
+		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ten.where
+			tc.edit(&w)
+			err := (&Prover{}).Prove(t.Context(), record(w))
+			if !errors.Is(err, ErrUnprovable) {
+				t.Fatalf("Prove = %v, want ErrUnprovable", err)
+			}
+			if got := errors.Is(err, lease.ErrElsewhere); got != tc.elsewhere {
+				t.Errorf("Prove = %v: ErrElsewhere %v, want %v", err, got, tc.elsewhere)
+			}
+		})
+	}
+	t.Run("malformed", func(t *testing.T) {
+		rec := record(ten.where)
+		rec.Where += " "
+		if err := (&Prover{}).Prove(t.Context(), rec); !errors.Is(err, ErrUnprovable) {
+			t.Errorf("Prove = %v, want ErrUnprovable", err)
+		}
+	})
+	if !running(spid) || !running(ten.command) || !running(ten.sleeper) {
+		t.Errorf("a refused Prove signalled: stranger %v, command %v, sleeper %v running; want all",
+			running(spid), running(ten.command), running(ten.sleeper))
+	}
+}
+
+// TestProveSparesProcessThatReusedCommandsPid reuses the pid of a dead
+// holder's command, and its process group's number, for a process of
+// another tenure that leads a group of its own: the proof, holding a
+// pidfd on the command from before, must not signal it.
+func TestProveSparesProcessThatReusedCommandsPid(t *testing.T) {
+	ten := startTenure(t, true)
+	done := prove(t, t.Context(), record(ten.where))
+	// The command dies and its holder reaps it; its pid is free.
+	syscall.Kill(ten.command, syscall.SIGKILL)
+	waitUntil(t, "the command to be reaped", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", ten.command))
+		return err != nil
+	})
+	reuser := startWithPid(t, ten.command)
+	if err := ten.holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Prove = %v, want nil (the command and its group are gone)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prove did not return after the holder died")
+	}
+	if !running(reuser) {
+		t.Fatalf("the process that reused pid %d was killed", reuser)
+	}
+}
+
+// startWithPid starts a process in a group of its own with pid (set with
+// ns_last_pid, which needs root; the test is skipped without it) and
+// returns its pid.
+func startWithPid(t *testing.T, pid int) int {
+	t.Helper()
+	for range 100 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=sleeper")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == pid {
+			t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+			return pid
+		}
+		c.Process.Kill() // another process took the pid first
+		c.Wait()
+	}
+	t.Fatalf("could not start a process with pid %d", pid)
+	return 0
+}

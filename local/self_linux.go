@@ -1,0 +1,81 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
+)
+
+// self is where this process runs: Where without a command.
+type self struct {
+	boot  string
+	pidns uint64
+	pid   int
+	start uint64
+}
+
+var (
+	selfOnce sync.Once
+	selfInfo self
+	selfErr  error
+)
+
+// thisProcess returns where this process runs, read once. It fails when
+// /proc is not this process's PID namespace's (a /proc mounted from
+// another namespace would name other processes by the same pids).
+func thisProcess() (self, error) {
+	selfOnce.Do(func() { selfInfo, selfErr = readSelf() })
+	return selfInfo, selfErr
+}
+
+func readSelf() (self, error) {
+	var s self
+	data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return s, fmt.Errorf("read boot id: %w", err)
+	}
+	s.boot = strings.TrimSuffix(string(data), "\n")
+	if !isBootID(s.boot) {
+		return s, fmt.Errorf("read boot id: %.40q is not one", s.boot)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return s, fmt.Errorf("read PID namespace: %w", err)
+	}
+	if st.Ino == 0 {
+		return s, errors.New("read PID namespace: inode 0")
+	}
+	s.pidns = st.Ino
+	s.pid = os.Getpid()
+	if link, err := os.Readlink("/proc/self"); err != nil || link != strconv.Itoa(s.pid) {
+		return s, fmt.Errorf("/proc is not this PID namespace's: /proc/self is %q, this process %d", link, s.pid)
+	}
+	ps, err := procstat.Read(s.pid)
+	if err != nil {
+		return s, err
+	}
+	s.start = ps.Start
+	return s, nil
+}
+
+// Here returns where this process runs with its command, which it started
+// as pid with the start time start (supervise.Child.StartTime) and which
+// leads its own process group.
+func Here(pid int, start uint64) (Where, error) {
+	s, err := thisProcess()
+	if err != nil {
+		return Where{}, err
+	}
+	if pid <= 0 || start == 0 {
+		return Where{}, fmt.Errorf("the command's pid %d or start time %d is unknown", pid, start)
+	}
+	return Where{Boot: s.boot, PIDNS: s.pidns, Pid: s.pid, Start: s.start,
+		Child: pid, ChildStart: start, Pgid: pid}, nil
+}

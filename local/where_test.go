@@ -1,0 +1,97 @@
+package local
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+var sample = Where{Boot: "0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a", PIDNS: 4026531836,
+	Pid: 1200, Start: 987654, Child: 1210, ChildStart: 987660, Pgid: 1210}
+
+const sampleText = "v1 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210"
+
+func TestWhereRoundTrip(t *testing.T) {
+	if got, want := sample.String(), sampleText; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	w, err := Parse(sampleText)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if w != sample {
+		t.Errorf("Parse = %+v, want %+v", w, sample)
+	}
+	edge := Where{Boot: sample.Boot, PIDNS: 1<<64 - 1, Pid: 1, Start: 0, Child: maxPid, ChildStart: 1<<64 - 1, Pgid: maxPid}
+	if got, err := Parse(edge.String()); err != nil || got != edge {
+		t.Errorf("Parse(%q) = %+v, %v; want %+v", edge.String(), got, err, edge)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	swap := func(old, new string) string { return strings.Replace(sampleText, old, new, 1) }
+	for _, tc := range []struct{ name, in string }{
+		{"empty", ""},
+		{"version only", "v1"},
+		{"other version", swap("v1 ", "v2 ")},
+		{"no version", strings.TrimPrefix(sampleText, "v1 ")},
+		{"uppercase version", swap("v1 ", "V1 ")},
+		{"missing field", swap(" pgid=1210", "")},
+		{"extra field", sampleText + " cgroup=/x"},
+		{"trailing space", sampleText + " "},
+		{"leading space", " " + sampleText},
+		{"double space", swap(" pid=", "  pid=")},
+		{"tab", swap(" pid=", "\tpid=")},
+		{"newline", sampleText + "\n"},
+		{"fields swapped", swap("pid=1200 start=987654", "start=987654 pid=1200")},
+		{"key renamed", swap("pgid=", "pgrp=")},
+		{"key repeated", swap("start=987654", "pid=987654")},
+		{"no equals", swap("pid=1200", "pid1200")},
+		{"two equals", swap("pid=1200", "pid==1200")},
+		{"uppercase boot id", swap("0f3c2a9e", "0F3C2A9E")},
+		{"short boot id", swap("0f3c2a9e-", "0f3c2a9-")},
+		{"boot id without dashes", swap("0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a", "0f3c2a9e06d1b04c8e09a7f05b2e1d0c3f4a")},
+		{"boot id with braces", swap("0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a", "{f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4}")},
+		{"empty boot id", swap("boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a", "boot=")},
+		{"negative pid", swap("pid=1200", "pid=-1200")},
+		{"plus sign", swap("pid=1200", "pid=+1200")},
+		{"leading zero", swap("pid=1200", "pid=01200")},
+		{"pid zero", swap("pid=1200", "pid=0")},
+		{"pid above the kernel's limit", swap("pid=1200", "pid=4194305")},
+		{"pid overflowing int64", swap("pid=1200", "pid=99999999999999999999")},
+		{"start overflowing uint64", swap("start=987654", "start=18446744073709551616")},
+		{"hex start", swap("start=987654", "start=0xf")},
+		{"pidns zero", swap("pidns=4026531836", "pidns=0")},
+		{"empty pgid", swap("pgid=1210", "pgid=")},
+		{"group -1 (every process)", swap("pgid=1210", "pgid=-1")},
+		{"command is the holder", swap("child=1210", "child=1200")},
+		{"unicode digits", swap("pid=1200", "pid=١٢٠٠")},
+		{"NUL", swap("pid=1200", "pid=1200\x00")},
+		{"too long", sampleText + strings.Repeat("x", maxWhere)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w, err := Parse(tc.in); err == nil {
+				t.Errorf("Parse(%q) = %+v, want an error", tc.in, w)
+			}
+		})
+	}
+	if _, err := Parse(strings.Replace(sampleText, "v1 ", "v2 ", 1)); !errors.Is(err, ErrVersion) {
+		t.Errorf("Parse of a v2 record = %v, want ErrVersion", err)
+	}
+}
+
+// FuzzParse checks that Parse accepts only what String writes: whatever it
+// accepts encodes back to the same text.
+func FuzzParse(f *testing.F) {
+	f.Add(sampleText)
+	f.Add(strings.Replace(sampleText, "pid=1200", "pid=01200", 1))
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if got := w.String(); got != s {
+			t.Errorf("Parse(%q) = %+v, which encodes as %q", s, w, got)
+		}
+	})
+}
