@@ -19,6 +19,7 @@ import (
 	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/sqlite"
+	"github.com/leaderrun/leaderrun/local"
 	"github.com/leaderrun/leaderrun/observe"
 	"github.com/leaderrun/leaderrun/signals"
 	"github.com/leaderrun/leaderrun/supervise"
@@ -350,6 +351,7 @@ func (l *leader) useStore(store lease.Store) {
 		Store: store, Name: rc.Name, Holder: l.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		Logger: l.log, Observe: l.report.storeCall, Clock: l.clock,
+		Prover: &local.Prover{Logger: l.log},
 	}
 }
 
@@ -369,7 +371,12 @@ func (l *leader) loop() error {
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
-		end := l.serve(ten, l.childEnv(ten), log, func(c child) { l.child = c }, l.stopping)
+		end := l.serve(ten, l.childEnv(ten), log, func(c child) {
+			l.child = c
+			if c != nil {
+				go l.annotate(ten, c, log)
+			}
+		}, l.stopping)
 		if l.holding(end) {
 			l.hold(ten, log, electedAt.Add(l.cfg.HoldAtLeast), end.why)
 		} else {
@@ -399,6 +406,41 @@ func (l *leader) loop() error {
 		case <-l.stopping:
 			l.log.Info("stopped while standing by")
 			return context.Canceled // no child to stop: exit 0, as documented
+		}
+	}
+}
+
+// annotate records in the tenure's record where this process and its
+// command c run (package local), so that a follower on this host can take
+// the name over at once should this process die; without it, a crash
+// hands the name over at the lease's expiry. It retries a failed store
+// call every renew interval, and ends with the tenure.
+func (l *leader) annotate(ten *lease.Tenure, c child, log *slog.Logger) {
+	started, ok := c.(interface{ StartTime() uint64 })
+	if !ok {
+		return // a fake in the loop's tests
+	}
+	w, err := local.Here(c.Pid(), started.StartTime())
+	if err != nil {
+		log.Debug("cannot tell where the command runs; should this process die, the name passes at the lease's expiry", "err", err)
+		return
+	}
+	for {
+		ctx, cancel := context.WithTimeout(ten.Context(), l.cfg.RetryPeriod)
+		err := ten.Annotate(ctx, w.String())
+		cancel()
+		switch {
+		case err == nil:
+			log.Debug("recorded where the command runs, for followers on this host", "where", w.String())
+			return
+		case ten.Context().Err() != nil, errors.Is(err, lease.ErrLost):
+			return
+		}
+		log.Warn("cannot record where the command runs; retrying (until then, should this process die, the name passes at the lease's expiry)", "err", err)
+		select {
+		case <-time.After(l.cfg.RetryPeriod):
+		case <-ten.Context().Done():
+			return
 		}
 	}
 }

@@ -139,6 +139,6 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 		return nil, err
 	}
 	log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
-		"dead_token", w.rec.Token, "lease_left", w.rec.Remaining.Round(time.Millisecond))
+		"dead_token", w.rec.Token)
 	return e.newTenure(rec, sent, false), nil
 }

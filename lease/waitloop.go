@@ -36,7 +36,9 @@ type Notified struct {
 // RereadGap is the least time Loop leaves between two reads that
 // notifications caused: a flood of notifications (anyone who may connect to
 // PostgreSQL may NOTIFY any channel) costs a waiter at most one read per
-// gap, and never a write.
+// gap, and never a write. The gap runs from the last such read only, not
+// from Loop's first read: a notification soon after a waiter began (a
+// release right after the step-down request that woke it) is read at once.
 const RereadGap = 100 * time.Millisecond
 
 // Loop waits until changed, which reads the store's current state and
@@ -54,18 +56,23 @@ func (n Notified) Loop(ctx context.Context, timeout time.Duration, changed func(
 	// checked: the state was read while the channel was up in epoch
 	// st.Epoch, so only a notification can report a later change.
 	checked := false
-	var lastRead time.Time
+	// woken: the next read is one a notification caused; lastWoken is
+	// when the last of those began.
+	woken := false
+	var lastWoken time.Time
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	for {
 		var tick <-chan time.Time
 		if !checked {
-			if gap := RereadGap - time.Since(lastRead); !lastRead.IsZero() && gap > 0 {
+			if gap := RereadGap - time.Since(lastWoken); woken && !lastWoken.IsZero() && gap > 0 {
 				retry.Reset(gap)
 				tick = retry.C
 			} else {
-				lastRead = time.Now()
+				if woken {
+					lastWoken, woken = time.Now(), false
+				}
 				rctx, cancel := context.WithDeadline(ctx, deadline)
 				moved, err := changed(rctx)
 				cancel()
@@ -87,7 +94,7 @@ func (n Notified) Loop(ctx context.Context, timeout time.Duration, changed func(
 		}
 		select {
 		case <-n.Wake:
-			checked = false
+			checked, woken = false, true
 		case <-timer.C:
 			return nil
 		case <-ctx.Done():

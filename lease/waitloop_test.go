@@ -52,3 +52,31 @@ func TestNotificationFloodCostsFewReads(t *testing.T) {
 		}
 	})
 }
+
+// TestNotificationSoonAfterFirstReadIsReadAtOnce: the gap between reads
+// applies between reads that notifications caused, not after a waiter's
+// first read: a release notified right after the step-down request that
+// started the waiter's Wait is seen at once.
+func TestNotificationSoonAfterFirstReadIsReadAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wake := make(chan struct{}, 1)
+		n := lease.Notified{Wake: wake, Closed: make(chan struct{}), Poll: time.Second,
+			State: func() lease.Notice { return lease.Notice{Up: true, Epoch: 1, Changed: make(chan struct{})} }}
+		const notifiedAt = 5 * time.Millisecond
+		go func() {
+			time.Sleep(notifiedAt)
+			wake <- struct{}{}
+		}()
+		var reads atomic.Int32
+		start := time.Now()
+		err := n.Loop(context.Background(), time.Minute, func(context.Context) (bool, error) {
+			return reads.Add(1) > 1, nil
+		})
+		if err != nil {
+			t.Fatalf("Loop: %v", err)
+		}
+		if got := time.Since(start); got != notifiedAt {
+			t.Errorf("Loop returned after %v, want at the notification (%v)", got, notifiedAt)
+		}
+	})
+}
