@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,10 +32,12 @@ func childMain() {
 	envFile := fs.String("env", "", "write the environment to `FILE`, a variable per line (before -ready)")
 	ledger := fs.String("ledger", "", "append a line to `FILE` when this child starts (after -lock) and when it exits: "+
 		"start|exit p=PARTITION token=TOKEN holder=HOLDER pid=PID at=UNIXNANO")
+	member := fs.String("grandchild", "", "start a grandchild that stays in this child's process group (holding -lock) and outlives it; write its pid to `FILE`")
 	sleeper := fs.String("sleeper", "", "(internal) become the escaped grandchild: setsid, then write the pid and session to `FILE`")
+	stay := fs.String("stay", "", "(internal) become the grandchild that stays in the group: write the pid to `FILE`")
 	fs.Parse(os.Args[1:])
 	// In file names, %p stands for the partition (LEADERRUN_PARTITION).
-	for _, f := range []*string{ready, record, escapee, exitFile, orphan, lock, envFile} {
+	for _, f := range []*string{ready, record, escapee, exitFile, orphan, lock, envFile, member} {
 		*f = strings.ReplaceAll(*f, "%p", os.Getenv("LEADERRUN_PARTITION"))
 	}
 	note := func(event string) {
@@ -53,6 +56,12 @@ func childMain() {
 		writeFile(*sleeper, fmt.Sprintf("%d sid=%d", os.Getpid(), sid))
 		select {}
 	}
+	if *stay != "" {
+		writeFile(*stay, strconv.Itoa(os.Getpid()))
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append(signals.Forwarded, syscall.SIGURG, syscall.SIGPIPE)...)
 	var held *os.File // the judge's lock, passed on to grandchildren
@@ -64,6 +73,9 @@ func childMain() {
 	}
 	if *orphan != "" {
 		startSleeper(*orphan, held)
+	}
+	if *member != "" {
+		startGrandchild([]string{"-stay", *member}, *member, held)
 	}
 	if *envFile != "" {
 		writeFile(*envFile, strings.Join(os.Environ(), "\n"))
@@ -106,7 +118,13 @@ func childMain() {
 // session id to pidfile and sleeps for ever, holding lock (when not nil).
 // It returns once the grandchild has left this process's session.
 func startSleeper(pidfile string, lock *os.File) {
-	c := exec.Command("lrchild", "-sleeper", pidfile)
+	startGrandchild([]string{"-sleeper", pidfile}, pidfile, lock)
+}
+
+// startGrandchild starts lrchild with args and lock (when not nil), and
+// returns once it has written pidfile.
+func startGrandchild(args []string, pidfile string, lock *os.File) {
+	c := exec.Command("lrchild", args...)
 	if lock != nil {
 		c.ExtraFiles = []*os.File{lock}
 	}
@@ -119,7 +137,7 @@ func startSleeper(pidfile string, lock *os.File) {
 			return
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "lrchild: the grandchild did not report its session")
+			fmt.Fprintln(os.Stderr, "lrchild: the grandchild did not report")
 			os.Exit(2)
 		}
 	}

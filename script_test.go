@@ -100,6 +100,8 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			switch cond {
 			case "postgres":
 				return postgres, nil
+			case "root":
+				return rootCondition(), nil
 			case "unshare":
 				ok := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil
 				if !ok && citest.InCI() {
@@ -110,32 +112,34 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitfile":  cmdWaitFile,
-			"waitgone":  cmdWaitGone,
-			"sig":       cmdSig,
-			"alive":     cmdAlive,
-			"tokengt":   cmdTokenGT,
-			"waitgrep":  cmdWaitGrep,
-			"exitcode":  cmdExitCode,
-			"steal":     cmdSteal,
-			"storesql":  cmdStoreSQL,
-			"proxy":     cmdProxy,
-			"earlier":   cmdEarlier,
-			"renewed":   cmdRenewed,
-			"freeport":  cmdFreePort,
-			"nsgone":    cmdNSGone,
-			"sdsocket":  cmdSDSocket,
-			"httpget":   cmdHTTPGet,
-			"busy":      cmdBusy,
-			"logspan":   cmdLogSpan,
-			"escaped":   cmdEscaped,
-			"mark":      cmdMark,
-			"procenv":   cmdProcEnv,
-			"ptyrun":    cmdPtyRun,
-			"ptykey":    cmdPtyKey,
-			"waitstate": cmdWaitState,
-			"atspan":    cmdAtSpan,
-			"running":   cmdRunning,
+			"waitfile":   cmdWaitFile,
+			"waitgone":   cmdWaitGone,
+			"sig":        cmdSig,
+			"alive":      cmdAlive,
+			"tokengt":    cmdTokenGT,
+			"waitgrep":   cmdWaitGrep,
+			"exitcode":   cmdExitCode,
+			"steal":      cmdSteal,
+			"storesql":   cmdStoreSQL,
+			"proxy":      cmdProxy,
+			"earlier":    cmdEarlier,
+			"renewed":    cmdRenewed,
+			"freeport":   cmdFreePort,
+			"nsgone":     cmdNSGone,
+			"sdsocket":   cmdSDSocket,
+			"httpget":    cmdHTTPGet,
+			"busy":       cmdBusy,
+			"logspan":    cmdLogSpan,
+			"escaped":    cmdEscaped,
+			"mark":       cmdMark,
+			"procenv":    cmdProcEnv,
+			"ptyrun":     cmdPtyRun,
+			"ptykey":     cmdPtyKey,
+			"waitstate":  cmdWaitState,
+			"atspan":     cmdAtSpan,
+			"running":    cmdRunning,
+			"forgewhere": cmdForgeWhere,
+			"reusepid":   cmdReusePid,
 		},
 	}
 }
