@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
+	"github.com/leaderrun/leaderrun/local"
 	"github.com/leaderrun/leaderrun/supervise"
 )
 
@@ -444,5 +446,41 @@ func TestLoopHoldAtLeastKeepsTheNameAfterTheChild(t *testing.T) {
 		if _, err := other.Acquire(context.Background(), "relay", "b", time.Minute); err != nil {
 			t.Errorf("Acquire once the lease expired: %v", err)
 		}
+	})
+}
+
+// startedChild is a fakeChild that knows its start time, as
+// supervise.Child does.
+type startedChild struct{ *fakeChild }
+
+func (c startedChild) StartTime() uint64 { return 4242 }
+
+func TestLoopRecordsWhereItsCommandRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil, func(lp *loop) {
+			start := lp.l.start
+			lp.l.start = func(spec supervise.Spec) (child, error) {
+				c, err := start(spec)
+				if err != nil {
+					return nil, err
+				}
+				return startedChild{c.(*fakeChild)}, nil
+			}
+		})
+		c := lp.next(time.Second)
+		synctest.Wait()
+		rec, err := lp.m.Get(context.Background(), "relay")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := local.Parse(rec.Where)
+		if err != nil {
+			t.Fatalf("the leader's record = %+v: %v", rec, err)
+		}
+		if w.Pid != os.Getpid() || w.Child != c.Pid() || w.ChildStart != 4242 || w.Pgid != c.Pid() {
+			t.Errorf("where = %+v, want this process (%d) with its command %d started at tick 4242, leading its group",
+				w, os.Getpid(), c.Pid())
+		}
+		lp.end()
 	})
 }
