@@ -12,6 +12,10 @@ import (
 	"github.com/leaderrun/leaderrun/lease"
 )
 
+// maxUnseen bounds the rounds in a row in which the kernel reports members
+// of the old command's group that a scan of /proc does not find.
+const maxUnseen = 100
+
 // memberWait bounds one wait for the members of the old command's group
 // found by a scan, before Prove kills the group again and scans anew.
 const memberWait = 250 * time.Millisecond
@@ -74,6 +78,9 @@ func watchable(w Where) (holder, child *process, err error) {
 	case w.Pgid != w.Child:
 		return nil, nil, fmt.Errorf("%w: the command %d does not lead its process group %d", ErrUnprovable, w.Child, w.Pgid)
 	}
+	if err := seesAll(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
+	}
 	holder, err = openProcess(w.Pid, w.Start, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)
@@ -111,6 +118,7 @@ func (p *Prover) clear(ctx context.Context, child *process, log *slog.Logger) er
 	if err := child.signal(unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("%w: kill the command: %w", ErrUnprovable, err)
 	}
+	unseen := 0 // rounds in a row that found no member the kernel reported
 	for {
 		// Again every round: a member may have forked while the first
 		// kill was on its way.
@@ -125,12 +133,22 @@ func (p *Prover) clear(ctx context.Context, child *process, log *slog.Logger) er
 			return err
 		}
 		live, unreaped := groupMembers(child.pid)
-		if len(live) == 0 {
-			if unreaped > 0 {
-				log.Debug("the old command's group has exited; its reaper has yet to collect it", "unreaped", unreaped)
-			}
+		switch {
+		case len(live) == 0 && unreaped > 0:
+			log.Debug("the old command's group has exited; its reaper has yet to collect it", "unreaped", unreaped)
 			return nil
+		case len(live) == 0:
+			// The kernel knew members that the scan did not find: they
+			// were reaped in between, as the next kill will say.
+			if unseen++; unseen > maxUnseen {
+				return fmt.Errorf("%w: the command's process group has members that /proc does not show", ErrUnprovable)
+			}
+			if err := pause(ctx, time.Millisecond); err != nil {
+				return err
+			}
+			continue
 		}
+		unseen = 0
 		err = waitMembers(ctx, live)
 		for _, m := range live {
 			m.Close()
@@ -156,6 +174,17 @@ func waitMembers(ctx context.Context, ps []*process) error {
 		}
 	}
 	return nil
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (p *Prover) logger() *slog.Logger {

@@ -79,3 +79,53 @@ func Here(pid int, start uint64) (Where, error) {
 	return Where{Boot: s.boot, PIDNS: s.pidns, Pid: s.pid, Start: s.start,
 		Child: pid, ChildStart: start, Pgid: pid}, nil
 }
+
+// procOptions returns the superblock options of the proc filesystem mounted
+// on /proc, from /proc/self/mountinfo.
+func procOptions() (string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("read mounts: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS…] - FSTYPE SOURCE SUPEROPTIONS
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if ok && len(f) >= 5 && f[4] == "/proc" && len(g) >= 3 && g[0] == "proc" {
+			return g[2], nil
+		}
+	}
+	return "", errors.New("no proc filesystem on /proc")
+}
+
+// seesAll reports, once, whether /proc shows this process every process of
+// its PID namespace: a follower that cannot see every member of the old
+// command's group cannot tell when the group is gone.
+func seesAll() error {
+	seesOnce.Do(func() {
+		opts, err := procOptions()
+		switch {
+		case err != nil:
+			seesErr = err
+		case hidden(opts):
+			seesErr = fmt.Errorf("/proc hides processes (%s)", opts)
+		}
+	})
+	return seesErr
+}
+
+var (
+	seesOnce sync.Once
+	seesErr  error
+)
+
+// hidden reports whether proc's mount options hide other users'
+// processes: hidepid other than 0 or off.
+func hidden(opts string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		if v, ok := strings.CutPrefix(o, "hidepid="); ok && v != "0" && v != "off" {
+			return true
+		}
+	}
+	return false
+}
