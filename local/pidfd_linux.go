@@ -23,10 +23,17 @@ type process struct {
 // errOther marks a pid that names another process than the record's.
 var errOther = errors.New("another process")
 
+// identity is what openProcess checks of a process, besides its start
+// time: its parent, and its command name (when not zero).
+type identity struct {
+	parent int
+	comm   string
+}
+
 // openProcess opens a pidfd on pid and then checks that pid still has the
-// start time start and, when parent is not 0, that parent is its parent:
-// the pidfd was opened before the check, so it names the process checked.
-func openProcess(pid int, start uint64, parent int) (*process, error) {
+// start time start and the parent and command name that id asks for: the
+// pidfd was opened before the check, so it names the process checked.
+func openProcess(pid int, start uint64, id identity) (*process, error) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("pidfd_open(%d): %w", pid, err)
@@ -39,9 +46,12 @@ func openProcess(pid int, start uint64, parent int) (*process, error) {
 	case st.Start != start:
 		unix.Close(fd)
 		return nil, fmt.Errorf("pid %d started at tick %d, not %d: %w", pid, st.Start, start, errOther)
-	case parent != 0 && st.PPid != parent:
+	case id.parent != 0 && st.PPid != id.parent:
 		unix.Close(fd)
-		return nil, fmt.Errorf("pid %d is a child of %d, not of %d: %w", pid, st.PPid, parent, errOther)
+		return nil, fmt.Errorf("pid %d is a child of %d, not of %d: %w", pid, st.PPid, id.parent, errOther)
+	case id.comm != "" && st.Comm != id.comm:
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d runs %q, not %q: %w", pid, st.Comm, id.comm, errOther)
 	}
 	return &process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid))}, nil
 }

@@ -81,11 +81,13 @@ func watchable(w Where) (holder, child *process, err error) {
 	if err := seesAll(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	}
-	holder, err = openProcess(w.Pid, w.Start, 0)
+	// The holder runs the program this process runs (by name: a record
+	// forged in the store cannot point at any parent process on the host).
+	holder, err = openProcess(w.Pid, w.Start, identity{comm: s.comm})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)
 	}
-	child, err = openProcess(w.Child, w.ChildStart, w.Pid)
+	child, err = openProcess(w.Child, w.ChildStart, identity{parent: w.Pid})
 	if err != nil {
 		holder.Close()
 		return nil, nil, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)

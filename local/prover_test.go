@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -108,6 +109,13 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 	}
 	defer func() { stranger.Process.Kill(); stranger.Wait() }()
 	spid := stranger.Process.Pid
+	// A process that runs another program.
+	other := exec.Command("sleep", "1000")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	opid := other.Process.Pid
 	self, err := thisProcess()
 	if err != nil {
 		t.Fatal(err)
@@ -116,18 +124,20 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		name      string
 		edit      func(w *Where)
 		elsewhere bool
+		why       string
 	}{
-		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true},
-		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true},
-		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false},
-		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false},
-		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, w.ChildStart+1 }, false},
+		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true, "boot id"},
+		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true, "PID namespace"},
+		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false, "the leader: pid"},
+		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false, "the leader's command: pid"},
+		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, w.ChildStart+1 }, false, "started at tick"},
 		{"a stranger that is not the holder's child as the command", func(w *Where) {
 			w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)
-		}, false},
-		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.pid, self.start }, false},
-		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false},
-		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false},
+		}, false, "is a child of"},
+		{"a holder that runs another program", func(w *Where) { w.Pid, w.Start = opid, startOf(t, opid) }, false, `runs "sleep"`},
+		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.pid, self.start }, false, "is this process"},
+		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false, "does not lead"},
+		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false, "pidfd_open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ten.where
@@ -135,6 +145,9 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 			err := (&Prover{}).Prove(t.Context(), record(w))
 			if !errors.Is(err, ErrUnprovable) {
 				t.Fatalf("Prove = %v, want ErrUnprovable", err)
+			}
+			if !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Prove = %v, want it to say %q", err, tc.why)
 			}
 			if got := errors.Is(err, lease.ErrElsewhere); got != tc.elsewhere {
 				t.Errorf("Prove = %v: ErrElsewhere %v, want %v", err, got, tc.elsewhere)

@@ -15,6 +15,7 @@ import (
 
 // self is where this process runs: Where without a command.
 type self struct {
+	comm  string // the command name, as /proc/PID/stat gives it
 	boot  string
 	pidns uint64
 	pid   int
@@ -61,7 +62,7 @@ func readSelf() (self, error) {
 	if err != nil {
 		return s, err
 	}
-	s.start = ps.Start
+	s.start, s.comm = ps.Start, ps.Comm
 	return s, nil
 }
 

@@ -13,7 +13,8 @@ import (
 // Stat is the part of /proc/PID/stat that identifies a process.
 type Stat struct {
 	Pid   int
-	State byte // R, S, D, Z, T, t, X, …
+	Comm  string // the command name (at most 15 bytes, any of them)
+	State byte   // R, S, D, Z, T, t, X, …
 	PPid  int
 	Pgid  int
 	Sid   int
@@ -59,6 +60,7 @@ func Parse(data []byte) (Stat, error) {
 	if st.Pid, err = strconv.Atoi(string(bytes.TrimSuffix(data[:open], []byte(" ")))); err != nil {
 		return Stat{}, errMalformed
 	}
+	st.Comm = string(data[open+1 : shut])
 	// After the name: state(3) ppid(4) pgrp(5) session(6) … starttime(22).
 	f := bytes.Fields(data[shut+1:])
 	if len(f) < 20 || len(f[0]) != 1 {

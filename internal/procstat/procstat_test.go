@@ -11,7 +11,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if got, want := st, (Stat{Pid: 4242, State: 'S', PPid: 1, Pgid: 4242, Sid: 4000, Start: 987654}); got != want {
+	if got, want := st, (Stat{Pid: 4242, Comm: "a) b (c)", State: 'S', PPid: 1, Pgid: 4242, Sid: 4000, Start: 987654}); got != want {
 		t.Errorf("Parse = %+v, want %+v", got, want)
 	}
 	for _, bad := range []string{"", "1 (x", "1 x) S 1 1 1", "x (y) S 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 0 0 1 0 5 0 0",
