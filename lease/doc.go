@@ -27,6 +27,19 @@
 // holds the partitions that Target assigns it among the group's live
 // members; each is a Tenure of its own, with the same guarantees.
 //
+// # Faster than the lease
+//
+// A follower cannot tell a dead holder from a slow one, so a crashed
+// holder's name is free at its lease's expiry. An Elector with a Prover
+// does better where it can prove the holder dead: a holder annotates its
+// record with where it runs (Tenure.Annotate, Record.Where), and Campaign,
+// while it waits for a held name, asks the Prover to prove that holder
+// dead; once it has, Campaign takes the name at once with Store.Seize,
+// which succeeds only while the record still names the dead holder and
+// token. Package local proves it for holders on the same host. A Tenure
+// learns of a step-down request from the store's wake-up (Store.Wait), not
+// only at its next renewal.
+//
 // # Writing a store
 //
 // A store only persists; the election's policy lives here. A new store
