@@ -45,14 +45,15 @@ type holderWatch struct {
 
 // watchHolder returns the watch of rec's tenure: w when it watches that
 // tenure already, else a new one (nil when there is nothing to prove:
-// no Prover, a record that is not held or has no Where), stopping w.
+// no Prover, a record that is not held, has no Where or is this holder's
+// own), stopping w.
 func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, log *slog.Logger) *holderWatch {
 	if w != nil && SameTenure(w.rec, rec) {
 		return w
 	}
 	w.stop()
-	if e.Prover == nil || rec.Where == "" || !rec.Held() {
-		return nil
+	if e.Prover == nil || rec.Where == "" || !rec.Held() || rec.Holder == e.Holder {
+		return nil // nothing to prove, or this holder's own tenure (--hold-at-least)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w = &holderWatch{rec: rec, cancel: cancel, done: make(chan struct{})}
