@@ -31,7 +31,9 @@ var _ lease.Prover = (*Prover)(nil)
 
 // Prove implements lease.Prover. It returns an error wrapping ErrUnprovable
 // (and lease.ErrElsewhere for another host or PID namespace) when it cannot
-// verify what rec.Where names; it then has signalled nothing.
+// verify what rec.Where names, having signalled nothing; and, after the
+// holder died, when it cannot kill or see the whole of the command's group
+// (the follower then waits for the expiry; the kills already sent stand).
 func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
 	w, err := Parse(rec.Where)
 	if err != nil {
