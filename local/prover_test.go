@@ -130,7 +130,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true, "PID namespace"},
 		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false, "the leader: pid"},
 		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false, "the leader's command: pid"},
-		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, w.ChildStart+1 }, false, "started at tick"},
+		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)+1 }, false, "started at tick"},
 		{"a stranger that is not the holder's child as the command", func(w *Where) {
 			w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)
 		}, false, "is a child of"},
