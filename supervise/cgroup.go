@@ -18,8 +18,8 @@ import (
 
 // Where this process may create cgroups (cgroup v2, as root or in a
 // systemd unit with Delegate=yes), each Child gets one of its own below
-// this process's cgroup, named leaderrun-PID-START-SEQ after this process's
-// pid and start time. The child is cloned straight into it, so every
+// this process's cgroup, named leaderrun-PIDNS-PID-START-SEQ after this
+// process's PID namespace (inode), pid and start time. The child is cloned straight into it, so every
 // descendant is in it whatever it does with its session, group or parent,
 // and Stop ends with cgroup.kill: every process left, at once, with no race
 // against a process that forks while /proc is swept. A cgroup whose
@@ -40,7 +40,8 @@ var (
 
 // childCgroups returns the directory under which Start creates the
 // children's cgroups, or "" when it cannot; the first call also kills
-// and removes what dead leaderrun processes left there.
+// and removes what dead leaderrun processes of this PID namespace left
+// there.
 func childCgroups(logger *slog.Logger) string {
 	cgroupBaseOnce.Do(func() {
 		dir, err := ownCgroupDir()
@@ -114,7 +115,11 @@ func newCgroup(base string) (*cgroup, error) {
 	if !ok {
 		return nil, errors.New("cannot read this process's start time")
 	}
-	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d", cgroupPrefix, os.Getpid(), self.start, cgroupSeq.Add(1)))
+	ns, ok := ownPIDNamespace()
+	if !ok {
+		return nil, errors.New("cannot read this process's PID namespace")
+	}
+	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, os.Getpid(), self.start, cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -203,12 +208,17 @@ func (g *cgroup) procs() []int {
 
 // removeDeadCgroups kills and removes the cgroups under base that
 // leaderrun processes no longer alive created: what a SIGKILLed leaderrun's
-// children left.
+// children left. Only cgroups that leaderrun processes of this PID
+// namespace created are considered: a pid means nothing in another.
 func removeDeadCgroups(base string, logger *slog.Logger) {
+	ns, ok := ownPIDNamespace()
+	if !ok {
+		return
+	}
 	entries, _ := os.ReadDir(base)
 	for _, e := range entries {
-		pid, start, ok := parseCgroupName(e.Name())
-		if !ok || !e.IsDir() {
+		pidns, pid, start, ok := parseCgroupName(e.Name())
+		if !ok || !e.IsDir() || pidns != ns {
 			continue
 		}
 		if st, ok := procStat(pid); ok && st.start == start && st.state != 'Z' {
@@ -221,22 +231,38 @@ func removeDeadCgroups(base string, logger *slog.Logger) {
 	}
 }
 
-// parseCgroupName reads the pid and start time from a name newCgroup made.
-func parseCgroupName(name string) (pid int, start uint64, ok bool) {
+// parseCgroupName reads the PID namespace, pid and start time from a name
+// newCgroup made.
+func parseCgroupName(name string) (pidns uint64, pid int, start uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, cgroupPrefix)
 	if !ok {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	f := strings.Split(rest, "-")
-	if len(f) != 3 {
-		return 0, 0, false
+	if len(f) != 4 {
+		return 0, 0, 0, false
 	}
-	pid, err1 := strconv.Atoi(f[0])
-	start, err2 := strconv.ParseUint(f[1], 10, 64)
-	if _, err3 := strconv.ParseUint(f[2], 10, 64); err1 != nil || err2 != nil || err3 != nil || pid <= 0 {
-		return 0, 0, false
+	n := make([]uint64, 4)
+	for i, s := range f {
+		var err error
+		if n[i], err = strconv.ParseUint(s, 10, 64); err != nil {
+			return 0, 0, 0, false
+		}
 	}
-	return pid, start, true
+	if n[1] == 0 || n[1] > 1<<22 {
+		return 0, 0, 0, false
+	}
+	return n[0], int(n[1]), n[2], true
+}
+
+// ownPIDNamespace returns the inode number of this process's PID
+// namespace.
+func ownPIDNamespace() (uint64, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, false
+	}
+	return st.Ino, true
 }
 
 // ReclaimCgroups kills and removes what children of leaderrun processes

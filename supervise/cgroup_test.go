@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -68,15 +69,22 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	}
 	dead.Wait()
 	self, _ := procStat(os.Getpid())
+	ns, _ := ownPIDNamespace()
+	name := func(ns uint64, pid int, start uint64, seq int) string {
+		return fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, pid, start, seq)
+	}
 
-	orphanDir := filepath.Join(base, cgroupPrefix+strconv.Itoa(deadStat.pid)+"-"+strconv.FormatUint(deadStat.start, 10)+"-1")
-	liveDir := filepath.Join(base, cgroupPrefix+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(self.start, 10)+"-999999")
-	for _, d := range []string{orphanDir, liveDir} {
+	orphanDir := filepath.Join(base, name(ns, deadStat.pid, deadStat.start, 1))
+	liveDir := filepath.Join(base, name(ns, os.Getpid(), self.start, 999999))
+	// A live leaderrun in another PID namespace: its pid means nothing
+	// here, whatever process has that number in this namespace.
+	foreignDir := filepath.Join(base, name(ns+1, deadStat.pid, deadStat.start, 2))
+	for _, d := range []string{orphanDir, liveDir, foreignDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { os.Remove(liveDir) })
+	t.Cleanup(func() { os.Remove(liveDir); os.Remove(foreignDir) })
 	orphan := exec.Command("sleep", "300")
 	if err := orphan.Start(); err != nil {
 		t.Fatal(err)
@@ -98,28 +106,33 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	if _, err := os.Stat(liveDir); err != nil {
 		t.Errorf("a live supervisor's cgroup was removed: %v", err)
 	}
+	if _, err := os.Stat(foreignDir); err != nil {
+		t.Errorf("the cgroup of a supervisor in another PID namespace was removed: %v", err)
+	}
 }
 
 func TestParseCgroupName(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
+		ns    uint64
 		pid   int
 		start uint64
 		ok    bool
 	}{
-		{"leaderrun-123-456-7", 123, 456, true},
-		{"leaderrun-123-probe", 0, 0, false},
-		{"leaderrun-0-456-7", 0, 0, false},
-		{"leaderrun--1-456-7", 0, 0, false},
-		{"leaderrun-123-456", 0, 0, false},
-		{"leaderrun-123-456-7-8", 0, 0, false},
-		{"leaderrun-x-456-7", 0, 0, false},
-		{"system.slice", 0, 0, false},
-		{"leaderrun-123-456-", 0, 0, false},
+		{"leaderrun-4026531836-123-456-7", 4026531836, 123, 456, true},
+		{"leaderrun-123-probe", 0, 0, 0, false},
+		{"leaderrun-123-456-7", 0, 0, 0, false}, // no namespace
+		{"leaderrun-1-0-456-7", 0, 0, 0, false},
+		{"leaderrun-1--1-456-7", 0, 0, 0, false},
+		{"leaderrun-1-99999999-456-7", 0, 0, 0, false},
+		{"leaderrun-1-123-456-7-8", 0, 0, 0, false},
+		{"leaderrun-1-x-456-7", 0, 0, 0, false},
+		{"system.slice", 0, 0, 0, false},
+		{"leaderrun-1-123-456-", 0, 0, 0, false},
 	} {
-		pid, start, ok := parseCgroupName(tc.name)
-		if pid != tc.pid || start != tc.start || ok != tc.ok {
-			t.Errorf("parseCgroupName(%q) = %d, %d, %v; want %d, %d, %v", tc.name, pid, start, ok, tc.pid, tc.start, tc.ok)
+		ns, pid, start, ok := parseCgroupName(tc.name)
+		if ns != tc.ns || pid != tc.pid || start != tc.start || ok != tc.ok {
+			t.Errorf("parseCgroupName(%q) = %d, %d, %d, %v; want %d, %d, %d, %v", tc.name, ns, pid, start, ok, tc.ns, tc.pid, tc.start, tc.ok)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func reclaimTestCgroups() {
 	}
 	entries, _ := os.ReadDir(base)
 	for _, e := range entries {
-		if pid, _, ok := parseCgroupName(e.Name()); ok && pid == os.Getpid() {
+		if _, pid, _, ok := parseCgroupName(e.Name()); ok && pid == os.Getpid() {
 			(&cgroup{dir: filepath.Join(base, e.Name()), fd: -1}).kill()
 		}
 	}
