@@ -138,6 +138,10 @@ func RunInit(sigs <-chan os.Signal) int {
 	}
 	status := os.NewFile(uintptr(fd), "status")
 	defer status.Close()
+	// The caller subscribed to every signal before it called us: from
+	// now on a signal is forwarded, not lost (the kernel drops a signal
+	// to a namespace's init that has no handler for it).
+	io.WriteString(status, readyLine)
 	if stopSig == 0 { // ProbeNamespace's init
 		io.WriteString(status, encodeStatus(Status{}))
 		return 0
@@ -223,6 +227,7 @@ type nsLaunch struct {
 	// process writes it to hsWrite once forked.
 	hsRead, hsWrite *os.File
 	nonce           string
+	early           string // what awaitReady read that was not readyLine
 }
 
 // forked is called once the init runs: this process's copies of the
@@ -232,6 +237,31 @@ func (l *nsLaunch) forked() {
 	l.hsRead.Close()
 	io.WriteString(l.hsWrite, l.nonce)
 	l.hsWrite.Close()
+	l.awaitReady()
+}
+
+// readyLine is what the init writes on the status pipe once it forwards
+// signals; its final status follows.
+const readyLine = "ready\n"
+
+// awaitReady returns once the init wrote readyLine, or died, or
+// handshakeWait passed: until then a stop signal sent to it would be lost,
+// or end its Go runtime with status 2 before it runs the command.
+func (l *nsLaunch) awaitReady() {
+	l.status.SetReadDeadline(time.Now().Add(handshakeWait + time.Second))
+	defer l.status.SetReadDeadline(time.Time{})
+	b := make([]byte, 1)
+	var line []byte
+	for len(line) < len(readyLine) {
+		if n, err := l.status.Read(b); n == 0 || err != nil {
+			break
+		}
+		line = append(line, b[0])
+		if b[0] == '\n' {
+			break
+		}
+	}
+	l.early = string(line)
 }
 
 // prepareNamespace rewrites what run forks: path and args become this
@@ -316,6 +346,9 @@ func dropInheritedCaps() error {
 func (l *nsLaunch) finish(st Status) Status {
 	defer l.status.Close()
 	b, _ := io.ReadAll(l.status)
+	if l.early != readyLine {
+		b = append([]byte(l.early), b...)
+	}
 	if reported, ok := decodeStatus(b); ok {
 		return reported
 	}

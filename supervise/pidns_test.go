@@ -101,3 +101,19 @@ func inNamespace(ns string) []int {
 	}
 	return pids
 }
+
+// TestPIDNamespaceStopRightAfterStart stops a child the moment Start
+// returns: the init must already forward the stop signal. It used to be
+// lost (a namespace's init without a handler drops it: SIGKILL after the
+// grace) or to end the init's Go runtime with exit status 2.
+func TestPIDNamespaceStopRightAfterStart(t *testing.T) {
+	requireNamespaces(t)
+	for i := range 5 {
+		ready := filepath.Join(t.TempDir(), "ready")
+		c := startHelper(t, Spec{Namespace: PIDNamespace, KillGrace: 10 * time.Second}, "sleep", ready)
+		start := time.Now()
+		if got, want := c.Stop(), (Status{Signal: syscall.SIGTERM}); got != want {
+			t.Fatalf("run %d: Stop right after Start: status %v after %v, want %v", i, got, time.Since(start).Round(time.Millisecond), want)
+		}
+	}
+}
