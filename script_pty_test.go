@@ -30,7 +30,7 @@ func cmdPtyRun(ts *testscript.TestScript, neg bool, args []string) {
 	cmd := exec.Command(path, args[2:]...)
 	cmd.Args[0] = args[1]
 	cmd.Dir = ts.Getenv("WORK")
-	for _, k := range []string{"PATH", "HOME", "WORK", "LEADERRUN_STORE", "TEST_PIDFILE", "TEST_STDERR"} {
+	for _, k := range []string{"PATH", "HOME", "WORK", "LEADERRUN_STORE", "LEADERRUN_PID_NAMESPACE", "TEST_PIDFILE", "TEST_STDERR"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty

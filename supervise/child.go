@@ -200,8 +200,15 @@ func (c *Child) Status() Status {
 
 // Signal sends sig to the child's process group, and to the child itself if
 // it has left that group. After the child has been reaped it does nothing and
-// returns nil, so it never signals a recycled pid.
+// returns nil, so it never signals a recycled pid. In a namespace, the
+// signals go to the init, which passes them to the command's group;
+// SIGSTOP is sent as SIGTSTP, which the init turns into SIGSTOP.
 func (c *Child) Signal(sig syscall.Signal) error {
+	if sig == syscall.SIGSTOP && c.spec.Namespace != NoNamespace {
+		// SIGSTOP would stop the init, not the command: the init
+		// turns a SIGTSTP into a SIGSTOP of the command's group.
+		sig = syscall.SIGTSTP
+	}
 	r := &theReaper
 	r.mu.Lock()
 	defer r.mu.Unlock()

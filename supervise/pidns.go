@@ -163,6 +163,9 @@ func RunInit(sigs <-chan os.Signal) int {
 		select {
 		case s := <-sigs:
 			if sig, ok := s.(syscall.Signal); ok {
+				if sig == syscall.SIGTSTP {
+					sig = syscall.SIGSTOP // see Child.Signal
+				}
 				child.Signal(sig)
 			}
 		case <-child.Done():

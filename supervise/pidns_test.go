@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,4 +117,30 @@ func TestPIDNamespaceStopRightAfterStart(t *testing.T) {
 			t.Fatalf("run %d: Stop right after Start: status %v after %v, want %v", i, got, time.Since(start).Round(time.Millisecond), want)
 		}
 	}
+}
+
+// TestPIDNamespaceSIGSTOPStopsTheCommand: SIGSTOP (Ctrl-Z at a terminal)
+// must stop the command, not only the init, and SIGCONT resume it.
+func TestPIDNamespaceSIGSTOPStopsTheCommand(t *testing.T) {
+	requireNamespaces(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startHelper(t, Spec{Namespace: PIDNamespace}, "sleep", ready)
+	waitFile(t, ready)
+	kids := scanChildren(c.Pid())
+	if len(kids) != 1 {
+		t.Fatalf("init %d has children %v, want the command", c.Pid(), kids)
+	}
+	cmd := kids[0]
+	for _, step := range []struct {
+		sig   syscall.Signal
+		state string
+	}{{syscall.SIGSTOP, "T"}, {syscall.SIGCONT, "S"}} {
+		if err := c.Signal(step.sig); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("command %d in state %s after %v", cmd, step.state, step.sig), func() bool {
+			return procState(cmd) == step.state
+		})
+	}
+	c.Stop()
 }
