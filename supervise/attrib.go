@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
-	"strings"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 // Several Children may run at once (one per partition). Descendants that
@@ -39,8 +40,8 @@ func newTag() string {
 // owner returns the Child that pid descends from, or nil. r.mu must be
 // held.
 func (r *reaper) owner(pid int) *Child {
-	if st, ok := procStat(pid); ok {
-		if c := r.origins[procID{pid, st.start}]; c != nil {
+	if st, err := procstat.Read(pid); err == nil {
+		if c := r.origins[procID{pid, st.Start}]; c != nil {
 			return c
 		}
 	}
@@ -60,9 +61,9 @@ func (r *reaper) owner(pid int) *Child {
 // recordOrigins records every process that descends from a live Child now.
 // r.mu must be held.
 func (r *reaper) recordOrigins() {
-	kids := map[int][]procStat_{}
+	kids := map[int][]procstat.Stat{}
 	for _, p := range allProcs() {
-		kids[p.ppid] = append(kids[p.ppid], p)
+		kids[p.PPid] = append(kids[p.PPid], p)
 	}
 	for _, c := range r.children {
 		stack := []int{c.pid}
@@ -70,8 +71,8 @@ func (r *reaper) recordOrigins() {
 			pid := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			for _, k := range kids[pid] {
-				r.origins[procID{k.pid, k.start}] = c
-				stack = append(stack, k.pid)
+				r.origins[procID{k.Pid, k.Start}] = c
+				stack = append(stack, k.Pid)
 			}
 		}
 	}
@@ -88,49 +89,19 @@ func (r *reaper) forget(c *Child) {
 	}
 }
 
-// procStat_ is what procStat reads of /proc/PID/stat.
-type procStat_ struct {
-	pid, ppid int
-	state     byte   // R, S, D, Z, …
-	start     uint64 // starttime, in clock ticks since boot
-}
-
-// procStat reads pid's parent and start time.
-func procStat(pid int) (procStat_, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat_{}, false
-	}
-	// "pid (comm) state ppid … starttime …": comm may hold spaces and ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return procStat_{}, false
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
-		return procStat_{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
-		return procStat_{}, false
-	}
-	return procStat_{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
-}
-
 // allProcs reads every process's parent and start time.
-func allProcs() []procStat_ {
+func allProcs() []procstat.Stat {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []procStat_
+	var out []procstat.Stat
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, ok := procStat(pid); ok {
+		if st, err := procstat.Read(pid); err == nil {
 			out = append(out, st)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,15 +112,15 @@ type cgroup struct {
 
 // newCgroup creates a cgroup for a child under base.
 func newCgroup(base string) (*cgroup, error) {
-	self, ok := procStat(os.Getpid())
-	if !ok {
-		return nil, errors.New("cannot read this process's start time")
+	self, err := procstat.Read(os.Getpid())
+	if err != nil {
+		return nil, err
 	}
 	ns, ok := ownPIDNamespace()
 	if !ok {
 		return nil, errors.New("cannot read this process's PID namespace")
 	}
-	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, os.Getpid(), self.start, cgroupSeq.Add(1)))
+	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, os.Getpid(), self.Start, cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func removeDeadCgroups(base string, logger *slog.Logger) {
 		if !ok || !e.IsDir() || pidns != ns {
 			continue
 		}
-		if st, ok := procStat(pid); ok && st.start == start && st.state != 'Z' {
+		if st, err := procstat.Read(pid); err == nil && st.Start == start && st.State != 'Z' {
 			continue // a live leaderrun's
 		}
 		g := &cgroup{dir: filepath.Join(base, e.Name()), fd: -1}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 // requireCgroups skips where children get no cgroup of their own.
@@ -63,22 +64,22 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	if err := dead.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadStat, ok := procStat(dead.Process.Pid)
-	if !ok {
-		t.Fatal("cannot read the start time of a fresh process")
+	deadStat, err := procstat.Read(dead.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
 	}
 	dead.Wait()
-	self, _ := procStat(os.Getpid())
+	self, _ := procstat.Read(os.Getpid())
 	ns, _ := ownPIDNamespace()
 	name := func(ns uint64, pid int, start uint64, seq int) string {
 		return fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, pid, start, seq)
 	}
 
-	orphanDir := filepath.Join(base, name(ns, deadStat.pid, deadStat.start, 1))
-	liveDir := filepath.Join(base, name(ns, os.Getpid(), self.start, 999999))
+	orphanDir := filepath.Join(base, name(ns, deadStat.Pid, deadStat.Start, 1))
+	liveDir := filepath.Join(base, name(ns, os.Getpid(), self.Start, 999999))
 	// A live leaderrun in another PID namespace: its pid means nothing
 	// here, whatever process has that number in this namespace.
-	foreignDir := filepath.Join(base, name(ns+1, deadStat.pid, deadStat.start, 2))
+	foreignDir := filepath.Join(base, name(ns+1, deadStat.Pid, deadStat.Start, 2))
 	for _, d := range []string{orphanDir, liveDir, foreignDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)

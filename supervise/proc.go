@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 // listChildren returns the pids of this process's children, zombies
@@ -47,28 +49,9 @@ func scanChildren(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		if p, ok := parentOf(pid); ok && p == ppid {
+		if st, err := procstat.Read(pid); err == nil && st.PPid == ppid {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
-}
-
-// parentOf returns the ppid field of /proc/<pid>/stat.
-func parentOf(pid int) (int, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// "pid (comm) state ppid ...": comm may contain spaces and parentheses.
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	if len(fields) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(fields[1])
-	return ppid, err == nil
 }

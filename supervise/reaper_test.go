@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -21,8 +23,8 @@ func TestReaperReapsOrphan(t *testing.T) {
 		t.Fatalf("child status = %v, want %v", got, want)
 	}
 	waitFor(t, "the grandchild to be adopted", func() bool {
-		ppid, ok := parentOf(grandchild)
-		return ok && ppid == os.Getpid()
+		st, err := procstat.Read(grandchild)
+		return err == nil && st.PPid == os.Getpid()
 	})
 
 	if err := os.WriteFile(gofile, nil, 0o644); err != nil {

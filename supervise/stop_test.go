@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -223,8 +224,8 @@ func TestStopSweepsOnlyItsOwnStrays(t *testing.T) {
 			}
 			writeFile(theirs+".go", "")
 			waitFor(t, "the other stray's adoption", func() bool {
-				st, ok := procStat(theirStray)
-				return ok && st.ppid == os.Getpid()
+				st, err := procstat.Read(theirStray)
+				return err == nil && st.PPid == os.Getpid()
 			})
 
 			stopWithin(t, a)
