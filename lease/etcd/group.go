@@ -286,6 +286,7 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 			return lease.Group{}, err
 		}
 		s.adopt(group, member, claims, gs, ref)
+		s.releaseUnclaimed(ctx, group, member, claims, gs, ref)
 		return s.groupView(ctx, group, gs, map[clientv3.LeaseID]leaseTime{ref.id: justRenewed(ka.ttl)})
 	}
 	return lease.Group{}, errLeaseGone
@@ -305,6 +306,30 @@ func (s *Store) adopt(group, member string, claims []lease.Claim, gs groupState,
 			s.revoke(old.id)
 		}
 		s.leases.setTenure(name, c.Token, ref)
+	}
+}
+
+// releaseUnclaimed releases the partitions of member on its lease ref that
+// this round did not claim: their tenures are over for the member (ended
+// at their renew deadline, or handed off) but their release failed, and
+// the member's lease, which its rounds keep alive, would otherwise hold
+// them until the member leaves. The group view the round returns still
+// shows them held; the next read shows them free.
+func (s *Store) releaseUnclaimed(ctx context.Context, group, member string, claims []lease.Claim, gs groupState, ref leaseRef) {
+	claimed := make(map[int]bool, len(claims))
+	for _, c := range claims {
+		claimed[c.Partition] = true
+	}
+	for p, st := range gs.parts {
+		if claimed[p] || st.leaseKV == nil || st.leaseKV.Lease != int64(ref.id) {
+			continue
+		}
+		tok, holder, ok := strings.Cut(string(st.leaseKV.Value), " ")
+		token, err := strconv.ParseInt(tok, 10, 64)
+		if !ok || err != nil || holder != member {
+			continue
+		}
+		s.Release(ctx, lease.PartitionKey(group, p), member, token)
 	}
 }
 

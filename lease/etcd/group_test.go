@@ -125,3 +125,53 @@ func TestMemberExpiryEndsItsPartitions(t *testing.T) {
 		t.Errorf("after the next round the group is %+v, want member a back and no partition revived", g)
 	}
 }
+
+// TestUnclaimedPartitionOnMemberLeaseIsReleased: a partition whose tenure
+// ended for its member without a release (its renewals failed past the
+// deadline, then the release failed too) sits on the member's etcd lease.
+// The member's next round, which no longer claims it, must release it:
+// the member's lease is kept alive by those rounds, and the partition used
+// to stay held by a tenure nobody served until the member left (chaos
+// known defect D3).
+func TestUnclaimedPartitionOnMemberLeaseIsReleased(t *testing.T) {
+	c, prefix := newPrefix(t)
+	s := openStore(t, dsnFor(prefix, c.Endpoints()...))
+	ctx := testCtx(t)
+	const ttl = 2 * time.Second
+	name := lease.PartitionKey("g", 0)
+	for _, m := range []string{"a", "b"} {
+		if _, err := s.Join(ctx, "g", 2, m, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := s.Acquire(ctx, name, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One round claims it (it moves onto a's member lease); the next
+	// rounds do not: a's tenure of it is over, unreleased.
+	if _, err := s.RenewMember(ctx, "g", "a", []lease.Claim{{Partition: 0, Token: rec.Token}}, ttl); err != nil {
+		t.Fatal(err)
+	}
+	claimed := time.Now()
+	for time.Since(claimed) < 3*ttl {
+		for _, m := range []string{"a", "b"} {
+			if _, err := s.RenewMember(ctx, "g", m, nil, ttl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.Acquire(ctx, name, "b", ttl)
+		if err == nil {
+			if got.Token <= rec.Token {
+				t.Fatalf("b's token %d, want above a's %d", got.Token, rec.Token)
+			}
+			return
+		}
+		var he *lease.HeldError
+		if !errors.As(err, &he) {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl / 4)
+	}
+	t.Fatalf("partition 0 still held %v after a's last claim of it (TTL %v)", time.Since(claimed).Round(time.Millisecond), ttl)
+}
