@@ -16,6 +16,7 @@ type event struct {
 	at    int64 // wall clock, ns
 	pid   int
 	token int64
+	part  string // the partition, "" for one name
 	kv    map[string]string
 	line  int // 1-based line number: the order of the appends
 }
@@ -27,7 +28,7 @@ func (e event) int(key string) int64 {
 	return n
 }
 
-// parseEvent parses "KIND at=NS pid=P token=T k=v ...".
+// parseEvent parses "KIND at=NS pid=P token=T [part=N] k=v ...".
 func parseEvent(line string) (event, bool) {
 	f := strings.Fields(line)
 	if len(f) < 4 {
@@ -46,6 +47,7 @@ func parseEvent(line string) (event, bool) {
 	e.token, err2 = strconv.ParseInt(e.kv["token"], 10, 64)
 	pid, err3 := strconv.Atoi(e.kv["pid"])
 	e.pid = pid
+	e.part = e.kv["part"]
 	return e, err1 == nil && err2 == nil && err3 == nil
 }
 

@@ -34,13 +34,13 @@ func fixedKnown(t *testing.T, id string) {
 // nearest subreaper (here the test) or init and runs on.
 func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, "sqlite", 1)
+	c := newCluster(t, "sqlite", 1, 0)
 	lead, rep, ok := c.waitLeader(leaderWait)
 	if !ok {
 		t.Fatal("no leader")
 	}
-	rd := &round{}
-	if !c.arm(rd, lead, armEscape) {
+	rd := &round{token: lead.token}
+	if !c.arm(rd, armEscape) {
 		t.Fatal(rd.skipped)
 	}
 	rep.signal(syscall.SIGKILL)
@@ -71,17 +71,17 @@ func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 // dead child's status, dying by SIGKILL for a child that ignored SIGTERM.)
 func TestStopDuringReleaseAfterLostTenureExitsZero(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, "postgres", 1)
+	c := newCluster(t, "postgres", 1, 0)
 	lead, rep, ok := c.waitLeader(leaderWait)
 	if !ok {
 		t.Fatal("no leader")
 	}
-	rd := &round{}
-	if !c.arm(rd, lead, armIgnoreTerm) {
+	rd := &round{token: lead.token}
+	if !c.arm(rd, armIgnoreTerm) {
 		t.Fatal(rd.skipped)
 	}
-	c.proxies[0].Blackhole()
-	defer c.proxies[0].Pass()
+	c.proxies[0][0].Blackhole()
+	defer c.proxies[0][0].Pass()
 	limit := c.timing.deadline + c.timing.grace + 5*time.Second
 	if !awaitLogMsg(rep.logPath, "command stopped", limit) {
 		t.Fatalf("no \"command stopped\" within %v of the blackhole:\n%s", limit, replicaLogTail(rep.logPath, 20))
