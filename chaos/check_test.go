@@ -105,6 +105,7 @@ type result struct {
 	overlaps   []overlap
 	violations []string
 	known      map[string]map[int]bool // known defect id → the faults (round numbers) it occurred in
+	knownIn    map[*round]bool         // the rounds (tenures hit) a known defect occurred in
 
 	// per tenure, for the table
 	staleAccepted map[tkey]int
@@ -129,7 +130,7 @@ func where(part string) string {
 // one name) tokens, overlaps, fenced writes and gaps; per round the new
 // child's timing and orphans; per replica its exit.
 func check(in input) *result {
-	res := &result{rounds: in.rounds, known: map[string]map[int]bool{}, fenced: in.fenced, partitions: in.partitions,
+	res := &result{rounds: in.rounds, known: map[string]map[int]bool{}, knownIn: map[*round]bool{}, fenced: in.fenced, partitions: in.partitions,
 		staleAccepted: map[tkey]int{}, staleRefused: map[tkey]int{}, badExits: map[int]int{}}
 	evs := map[string][]event{}
 	for _, e := range in.events {
@@ -243,6 +244,7 @@ func (res *result) addKnown(id string, rd *round) {
 		res.known[id] = map[int]bool{}
 	}
 	res.known[id][rd.n] = true
+	res.knownIn[rd] = true
 }
 
 // tenures groups one partition's events by token, in start order.
@@ -484,6 +486,13 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 				res.addKnown("L1", rd)
 				return
 			}
+			// Without a leader etcd is unavailable: the bound starts once
+			// it has one again.
+			if rd.kind == faultStoreLeader && from >= rd.at.UnixNano()-int64(tick) &&
+				from <= rd.healAt.Add(in.timing.deadline+in.timing.grace).UnixNano() &&
+				to <= rd.healAt.Add(limit+etcdLeaseExtension).UnixNano() {
+				return
+			}
 		}
 		res.violations = append(res.violations, fmt.Sprintf("%sno child for %v (%s), more than TTL %v + reconcile interval %v + %v",
 			where(part), d.Round(time.Millisecond), what, in.timing.ttl, in.timing.reconcile, in.bound))
@@ -527,11 +536,18 @@ func (res *result) checkRounds(tm timing, bound time.Duration) {
 			res.violations = append(res.violations, fmt.Sprintf("%s: new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
 				what, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))
 		}
-		if late := tm.ttl + tm.reconcile + bound; rd.gotNext && rd.latency > late && rd.storeBlocked {
+		late, latency, since, extra := tm.ttl+tm.reconcile+bound, rd.latency, "the fault", ""
+		if rd.kind == faultStoreLeader {
+			// etcd serves again once it elected a new leader, which renews
+			// every lease by its election timeout.
+			late, latency = late+etcdLeaseExtension, rd.next.time().Sub(rd.healAt)
+			since, extra = "etcd elected a new leader", fmt.Sprintf(" + etcd's lease extension %v", etcdLeaseExtension)
+		}
+		if rd.gotNext && latency > late && rd.storeBlocked {
 			res.addKnown("L1", rd)
-		} else if rd.gotNext && rd.latency > late {
-			res.violations = append(res.violations, fmt.Sprintf("%s: new child %v after the fault, more than TTL %v + reconcile interval %v + %v",
-				what, rd.latency.Round(time.Millisecond), tm.ttl, tm.reconcile, bound))
+		} else if rd.gotNext && latency > late {
+			res.violations = append(res.violations, fmt.Sprintf("%s: new child %v after %s, more than TTL %v + reconcile interval %v + %v%s",
+				what, latency.Round(time.Millisecond), since, tm.ttl, tm.reconcile, bound, extra))
 		}
 		for _, p := range rd.orphans {
 			if id := knownDefectOf(rd, p.what); id != "" {

@@ -51,7 +51,7 @@ type round struct {
 	child   proc
 	gchild  proc // zero unless the variant is armEscape
 	at      time.Time
-	healAt  time.Time // SIGCONT, the proxy passing again, etcd's member restarted; zero for kill and term
+	healAt  time.Time // SIGCONT, the proxy passing again, etcd's new leader elected; zero for kill and term
 	next    event     // the partition's next child's start
 	gotNext bool
 	latency time.Duration // at → next.at
@@ -65,9 +65,9 @@ type round struct {
 	// while the replica was frozen; storeBlocked: and the next child
 	// started only after the thaw (known limitation L1).
 	blockedStore, storeBlocked bool
-	skipped      string // why no fault was injected
-	note         string // what the injection found
-	problems     []string
+	skipped                    string // why no fault was injected
+	note                       string // what the injection found
+	problems                   []string
 }
 
 // leaderWait bounds the wait for a leader (every partition held) at the

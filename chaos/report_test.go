@@ -58,10 +58,8 @@ func summarize(w io.Writer, label string, res *result, tm timing, bound time.Dur
 		byFault[rd.n] = r
 		r.faults[rd.n] = true
 		r.n++
-		for _, rounds := range res.known {
-			if rounds[rd.n] {
-				r.known[rd.n] = true
-			}
+		if res.knownIn[rd] {
+			r.known[rd.n] = true
 		}
 		r.orphans += len(rd.orphans)
 		switch {

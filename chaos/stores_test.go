@@ -282,9 +282,17 @@ func (c *cluster) setupEtcd(t *testing.T, n int) {
 	c.dsn = func(i int) string { return dsns[i] }
 }
 
-// killEtcdLeader kills the member that is etcd's leader, leaves it down
-// for d, and starts it again; it returns when the cluster is healthy.
-func (c *cluster) killEtcdLeader(d time.Duration) (killed time.Time, restarted time.Time, err error) {
+// etcdLeaseExtension is how much longer than their TTL etcd lets leases
+// live when it elects a new leader: it renews every lease by its election
+// timeout (etcdtest's 600 ms), so that a lease does not expire for want of
+// a leader to send keep-alives to.
+const etcdLeaseExtension = 600 * time.Millisecond
+
+// killEtcdLeader kills the member that is etcd's leader and starts it again
+// after d; it returns when the kill happened, when the other members had
+// elected a new leader (the store serves again), and once the cluster is
+// healthy again.
+func (c *cluster) killEtcdLeader(d time.Duration) (killed, elected time.Time, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	i, err := c.etcd.Leader(ctx)
@@ -294,15 +302,26 @@ func (c *cluster) killEtcdLeader(d time.Duration) (killed time.Time, restarted t
 	m := c.etcd.Member(i)
 	killed = time.Now()
 	m.Kill()
-	time.Sleep(d)
-	if err := m.Start(); err != nil {
-		return killed, time.Now(), err
+	for {
+		if j, err := c.etcd.Leader(ctx); err == nil && j != i {
+			elected = time.Now()
+			break
+		}
+		if ctx.Err() != nil {
+			elected = time.Now()
+			err = fmt.Errorf("etcd elected no new leader within 10s of killing member %s", m.Name)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	restarted = time.Now()
+	time.Sleep(time.Until(killed.Add(d)))
+	if serr := m.Start(); serr != nil {
+		return killed, elected, serr
+	}
 	hctx, hcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer hcancel()
-	if err := c.etcd.WaitHealthy(hctx); err != nil {
-		return killed, restarted, fmt.Errorf("etcd not healthy 20s after member %s restarted: %w", m.Name, err)
+	if herr := c.etcd.WaitHealthy(hctx); herr != nil {
+		return killed, elected, fmt.Errorf("etcd not healthy 20s after member %s restarted: %w", m.Name, herr)
 	}
-	return killed, restarted, nil
+	return killed, elected, err
 }
