@@ -45,7 +45,7 @@ func TestChaos(t *testing.T) {
 				case !r.partitioned && !wantStore(r.store):
 					t.Skipf("not in -chaos.store=%s", *flagStore)
 				case r.partitioned && !wantPartitioned(r.store):
-					t.Skipf("partitioned runs: %s", partitionedStores())
+					t.Skipf("-chaos.partitions=%d, -chaos.store=%s", *flagPartitions, *flagStore)
 				}
 				slots <- struct{}{}
 				defer func() { <-slots }()
@@ -312,37 +312,30 @@ func schedule(store string, partitioned bool, n int, rng *rand.Rand) [][2]string
 
 // shortSchedule is the short mode's mix of faults for a store.
 func shortSchedule(store string, partitioned bool) [][2]string {
-	// Every variant of every process fault: on SQLite, one name.
+	// Every variant of every process fault.
 	full := [][2]string{
 		{faultKill, variantPlain}, {faultTerm, variantPlain}, {faultStop, variantPlain},
 		{faultTerm, armIgnoreTerm}, {faultStop, armIgnoreTerm},
 		{faultTerm, armEscape}, {faultStop, armEscape}, {faultKill, armEscape},
 	}
-	// Every process fault once, each with the variant that tests it most.
-	few := [][2]string{
-		{faultKill, variantPlain}, {faultTerm, armIgnoreTerm}, {faultStop, armEscape}, {faultKill, armEscape},
+	// Partitioned, each fault hits several tenures, armed or not.
+	parted := [][2]string{
+		{faultKill, variantPlain}, {faultTerm, variantPlain}, {faultStop, variantPlain},
+		{faultTerm, armIgnoreTerm}, {faultStop, armEscape}, {faultKill, armEscape},
 	}
-	s := few
-	switch {
-	case store == "sqlite" && !partitioned, store == "postgres" && !partitioned:
-		s = full
-	case partitioned:
-		s = [][2]string{
-			{faultKill, variantPlain}, {faultTerm, variantPlain}, {faultStop, variantPlain},
-			{faultTerm, armIgnoreTerm}, {faultStop, armEscape}, {faultKill, armEscape},
-		}
+	s := slices.Clone(full)
+	if partitioned {
+		s = slices.Clone(parted)
 	}
-	s = slices.Clone(s)
-	switch store {
-	case "postgres", "mysql", "redis":
+	// Each networked store's own faults: the replica cut off by its
+	// proxies, and the store's side of it (a session killed, etcd's leader
+	// killed).
+	if f := serverFault(store); f != "" {
 		s = append(s, [2]string{faultReset, variantPlain}, [2]string{faultBlackhole, armIgnoreTerm},
-			[2]string{faultKillConn, variantPlain})
-		if store == "postgres" && !partitioned {
-			s = append(s, [2]string{faultReset, armEscape})
+			[2]string{f, variantPlain})
+		if !partitioned {
+			s = append(s, [2]string{faultReset, armEscape}, [2]string{f, armIgnoreTerm})
 		}
-	case "etcd":
-		s = append(s, [2]string{faultReset, variantPlain}, [2]string{faultBlackhole, armIgnoreTerm},
-			[2]string{faultStoreLeader, variantPlain}, [2]string{faultStoreLeader, armIgnoreTerm})
 	}
 	return s
 }

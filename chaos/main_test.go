@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +17,8 @@ var (
 	flagRounds     = flag.Int("chaos.rounds", 0, "faults per run; 0: the short mode's schedule, or 150 with LEADERRUN_CHAOS=long")
 	flagSeed       = flag.Int64("chaos.seed", 0, "seed of the fault schedule (and of the partition count); 0: from the clock (printed)")
 	flagStore      = flag.String("chaos.store", strings.Join(storeKinds, ","), "stores to test, comma-separated")
-	flagPartitions = flag.Int("chaos.partitions", 0, "run partitioned with this many partitions on every store of -chaos.store; "+
-		"0: partitioned on "+strings.Join(defaultPartitioned, " and ")+" only, with 4 to 8 partitions; -1: never")
+	flagPartitions = flag.Int("chaos.partitions", 0, "partitions of the partitioned runs (on every store of -chaos.store); "+
+		"0: 4 to 8, drawn from the seed; -1: no partitioned runs")
 	flagParallel = flag.Int("chaos.parallel", 16, "runs (store × mode) at once")
 	flagBin      = flag.String("chaos.bin", "", "a prebuilt leaderrun binary (default: go build the module's)")
 	flagKeep     = flag.Bool("chaos.keep", false, "keep each run's directory (event log, replicas' logs) and print its path")
@@ -29,10 +28,6 @@ var (
 	flagGrace    = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
 	flagInject   = flag.Float64("chaos.min-injected", 0.8, "fraction of the faults that must be injected; fewer fails the run")
 )
-
-// defaultPartitioned are the stores partitioned runs use without
-// -chaos.partitions.
-var defaultPartitioned = []string{"sqlite", "postgres"}
 
 // longRounds is the rounds per store of LEADERRUN_CHAOS=long.
 const longRounds = 150
@@ -109,26 +104,7 @@ func goTool() string {
 }
 
 // wantPartitioned reports whether the partitioned run on store is wanted.
-func wantPartitioned(store string) bool {
-	switch {
-	case *flagPartitions < 0:
-		return false
-	case *flagPartitions == 0 && !slices.Contains(defaultPartitioned, store):
-		return false
-	}
-	return wantStore(store)
-}
-
-// partitionedStores says which stores partitioned runs use, for a skip.
-func partitionedStores() string {
-	switch {
-	case *flagPartitions < 0:
-		return "none (-chaos.partitions=-1)"
-	case *flagPartitions == 0:
-		return "those of -chaos.store among " + strings.Join(defaultPartitioned, ", ") + " (-chaos.partitions=N: every store of -chaos.store)"
-	}
-	return "those of -chaos.store=" + *flagStore
-}
+func wantPartitioned(store string) bool { return *flagPartitions >= 0 && wantStore(store) }
 
 func wantStore(name string) bool {
 	for _, s := range strings.Split(*flagStore, ",") {

@@ -49,15 +49,25 @@ func (c *cluster) setupStore(t *testing.T, n int) {
 }
 
 // storeFaults are the faults of the run's store besides kill, term and
-// stop.
+// stop: on a networked store, the replica's connections reset or
+// blackholed, and the store's own fault.
 func storeFaults(store string) []string {
-	switch store {
-	case "postgres", "mysql", "redis":
-		return []string{faultReset, faultBlackhole, faultKillConn}
-	case "etcd":
-		return []string{faultReset, faultBlackhole, faultStoreLeader}
+	if f := serverFault(store); f != "" {
+		return []string{faultReset, faultBlackhole, f}
 	}
 	return nil
+}
+
+// serverFault is what the server of a networked store does to the
+// replicas: end one's sessions, or, etcd, lose its leader.
+func serverFault(store string) string {
+	switch store {
+	case "postgres", "mysql", "redis":
+		return faultKillConn
+	case "etcd":
+		return faultStoreLeader
+	}
+	return ""
 }
 
 // runTag names a run's sessions (application name, client name, user) so
