@@ -108,14 +108,15 @@ type result struct {
 	knownIn    map[*round]bool         // the rounds (tenures hit) a known defect occurred in
 
 	// per tenure, for the table
-	staleAccepted map[tkey]int
-	staleRefused  map[tkey]int
-	badExits      map[int]int // by the fault that ended the replica; 0: the final stop
-	unplanned     int
-	dbWrites      int
-	fenced        bool
-	partitions    int
-	longestGap    time.Duration
+	staleAccepted  map[tkey]int
+	staleRefused   map[tkey]int
+	badExits       map[int]int // by the fault that ended the replica; 0: the final stop
+	unplanned      int
+	dbWrites       int
+	fenced         bool
+	partitions     int
+	longestGap     time.Duration
+	longestGapWhat string
 }
 
 // where prefixes a partition's messages.
@@ -476,7 +477,9 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 	limit := gapLimit(in.timing, in.bound)
 	gap := func(from, to int64, what string) {
 		d := time.Duration(to - from)
-		res.longestGap = max(res.longestGap, d)
+		if d > res.longestGap {
+			res.longestGap, res.longestGapWhat = d, where(part)+what
+		}
 		if d <= limit {
 			return
 		}
@@ -497,17 +500,21 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 		res.violations = append(res.violations, fmt.Sprintf("%sno child for %v (%s), more than TTL %v + reconcile interval %v + %v",
 			where(part), d.Round(time.Millisecond), what, in.timing.ttl, in.timing.reconcile, in.bound))
 	}
+	ended := func(t *tenure) {
+		if last := t.childLast(); last < in.end {
+			gap(last, in.end, fmt.Sprintf("token %d's child last heard of, then the run ended", t.token))
+		}
+	}
 	for i := 1; i < len(ts); i++ {
 		a, b := ts[i-1], ts[i]
 		if in.end > 0 && b.start.at > in.end {
+			ended(a)
 			return
 		}
 		gap(a.childLast(), b.start.at, fmt.Sprintf("token %d's child last heard of, then token %d's child started", a.token, b.token))
 	}
 	if n := len(ts); n > 0 && in.end > 0 && ts[n-1].start.at <= in.end {
-		if last := ts[n-1].childLast(); last < in.end {
-			gap(last, in.end, fmt.Sprintf("token %d's child last heard of, then the run ended", ts[n-1].token))
-		}
+		ended(ts[n-1])
 	}
 }
 

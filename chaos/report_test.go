@@ -149,8 +149,12 @@ func summarize(w io.Writer, label string, res *result, tm timing, bound time.Dur
 	if res.partitions > 0 {
 		what = "partition moves"
 	}
-	fmt.Fprintf(w, "\nunplanned %s (no fault injected): %d; tenures: %d; longest time without a child: %v\n",
+	fmt.Fprintf(w, "\nunplanned %s (no fault injected): %d; tenures: %d; longest time without a child: %v",
 		what, res.unplanned, len(res.tenures), res.longestGap.Round(time.Millisecond))
+	if res.longestGapWhat != "" {
+		fmt.Fprintf(w, " (%s)", res.longestGapWhat)
+	}
+	fmt.Fprintln(w)
 	for _, d := range knownDefects {
 		if n := len(res.known[d.id]); n > 0 {
 			fmt.Fprintf(w, "KNOWN DEFECT %s (in %d faults, not counted as violations): %s\n", d.id, n, d.summary)
