@@ -260,10 +260,14 @@ func describe(rd *round) string {
 	}
 	if rd.gotNext {
 		s += fmt.Sprintf(": token %d started %v later", rd.next.token, rd.latency.Round(time.Millisecond))
-	} else if transient(rd.kind) {
+	} else if rd.wentOn {
 		s += ": no new child (the tenure went on)"
 	}
-	if rd.goneIn >= 0 {
+	switch {
+	case rd.wentOn:
+	case rd.goneIn < 0:
+		s += fmt.Sprintf("; old tenure gone %v before the fault ended", -rd.goneIn.Round(time.Millisecond))
+	default:
 		s += fmt.Sprintf("; old tenure gone %v after the fault ended", rd.goneIn.Round(time.Millisecond))
 	}
 	if len(rd.orphans) > 0 {
@@ -296,6 +300,12 @@ func schedule(store string, partitioned bool, n int, rng *rand.Rand) [][2]string
 		return s
 	}
 	kinds := append([]string{faultKill, faultTerm, faultStop}, storeFaults(store)...)
+	if *flagFaults != "" {
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(*flagFaults, ","), k) })
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
 	var s [][2]string
 	for range n {
 		v := variantPlain

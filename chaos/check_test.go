@@ -543,11 +543,9 @@ func (res *result) checkRounds(tm timing, bound time.Duration) {
 			res.violations = append(res.violations, fmt.Sprintf("%s: new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
 				what, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))
 		}
-		late, latency, since, extra := tm.ttl+tm.reconcile+bound, rd.latency, "the fault", ""
+		latency, late := newChildBound(rd, tm, bound)
+		since, extra := "the fault", ""
 		if rd.kind == faultStoreLeader {
-			// etcd serves again once it elected a new leader, which renews
-			// every lease by its election timeout.
-			late, latency = late+etcdLeaseExtension, rd.next.time().Sub(rd.healAt)
 			since, extra = "etcd elected a new leader", fmt.Sprintf(" + etcd's lease extension %v", etcdLeaseExtension)
 		}
 		if rd.gotNext && latency > late && rd.storeBlocked {
@@ -565,6 +563,19 @@ func (res *result) checkRounds(tm timing, bound time.Duration) {
 				what, p.token, p.what, p.pid))
 		}
 	}
+}
+
+// newChildBound returns how long after the fault the next child of rd's
+// partition started, and how long it may take: the TTL, plus the reconcile
+// interval, plus the bound. After etcd lost its leader, the time counts
+// from its new leader's election, and etcd's lease extension is added: the
+// new leader renews every lease by its election timeout.
+func newChildBound(rd *round, tm timing, bound time.Duration) (latency, limit time.Duration) {
+	latency, limit = rd.latency, tm.ttl+tm.reconcile+bound
+	if rd.kind == faultStoreLeader {
+		latency, limit = rd.next.time().Sub(rd.healAt), limit+etcdLeaseExtension
+	}
+	return latency, limit
 }
 
 // exitRound is the number of the kill or term fault that ended r, or 0

@@ -55,7 +55,10 @@ type round struct {
 	next    event     // the partition's next child's start
 	gotNext bool
 	latency time.Duration // at → next.at
-	goneIn  time.Duration // healAt or at → the old tenure's last process gone
+	goneIn  time.Duration // healAt or at → the old tenure's last process gone (negative: gone before the heal)
+	// wentOn: after a transient fault, the old tenure went on.
+	wentOn bool
+	gone   *watch // the old tenure's processes, watched from before the fault
 	orphans []proc        // the old tenure's processes alive past their deadline (then killed)
 	// endedBefore: the old tenure was already over (a renewal failed for
 	// the renew deadline, or a hand-off began) when the fault came, so its
@@ -130,6 +133,15 @@ func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) []*round {
 	})
 	if len(rounds) == 0 {
 		return skip("the leader changed before the fault", false)
+	}
+	quit := make(chan struct{})
+	defer close(quit)
+	for _, rd := range rounds {
+		old := []proc{rd.child}
+		if rd.gchild.pid != 0 {
+			old = append(old, rd.gchild)
+		}
+		rd.gone = watchGone(old, quit)
 	}
 	c.inject(f, rng)
 	if f.note == "nothing" {
@@ -343,44 +355,71 @@ func (c *cluster) follow(rd *round) {
 		defer close(gone)
 		c.awaitOld(rd, base, deadline)
 	}()
-	rd.next, rd.gotNext = c.log.waitEvent(0, limit, func(e event) bool {
-		return e.kind == "start" && e.part == rd.part && e.token > rd.token
-	})
+	next := func(e event) bool { return e.kind == "start" && e.part == rd.part && e.token > rd.token }
+	rd.next, rd.gotNext = c.log.waitEvent(0, limit, next)
+	if !rd.gotNext && transient(rd.kind) {
+		<-gone
+		if !rd.wentOn { // the tenure ended after all: a successor is due
+			limit = rd.at.Add(4*c.timing.ttl + c.timing.reconcile + 10*time.Second)
+			rd.next, rd.gotNext = c.log.waitEvent(0, limit, next)
+		}
+	}
 	switch {
 	case rd.gotNext:
 		rd.latency = rd.next.time().Sub(rd.at)
-	case transient(rd.kind):
+	case rd.wentOn:
 	default:
 		rd.problems = append(rd.problems, fmt.Sprintf("no new child within %v of the fault", limit.Sub(rd.at)))
 	}
 	<-gone
 }
 
+// watch follows a tenure's processes until they are all gone.
+type watch struct {
+	done chan struct{} // closed once they are gone
+	at   time.Time     // when they were first seen gone; set before done closes
+}
+
+// watchGone polls ps until they are all gone, or quit closes.
+func watchGone(ps []proc, quit <-chan struct{}) *watch {
+	w := &watch{done: make(chan struct{})}
+	go func() {
+		for {
+			if len(alive(ps)) == 0 {
+				w.at = time.Now()
+				close(w.done)
+				return
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
 // awaitOld waits for the old tenure's processes to end, and kills those
 // alive at deadline — unless the tenure went on after a transient fault.
 func (c *cluster) awaitOld(rd *round, base, deadline time.Time) {
+	select {
+	case <-rd.gone.done:
+		rd.goneIn = rd.gone.at.Sub(base)
+		return
+	case <-time.After(time.Until(deadline)):
+	}
+	if transient(rd.kind) && !c.replaced(rd) {
+		rd.wentOn = true
+		return
+	}
 	old := []proc{rd.child}
 	if rd.gchild.pid != 0 {
 		old = append(old, rd.gchild)
 	}
-	for {
-		alive := alive(old)
-		if len(alive) == 0 {
-			rd.goneIn = time.Since(base)
-			return
-		}
-		if time.Now().After(deadline) {
-			if transient(rd.kind) && !c.replaced(rd) {
-				rd.goneIn = -1 // the tenure goes on
-				return
-			}
-			rd.orphans = alive
-			for _, p := range alive {
-				syscall.Kill(p.pid, syscall.SIGKILL)
-			}
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	rd.orphans = alive(old)
+	for _, p := range rd.orphans {
+		syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 }
 

@@ -20,6 +20,7 @@ var (
 	flagPartitions = flag.Int("chaos.partitions", 0, "partitions of the partitioned runs (on every store of -chaos.store); "+
 		"0: 4 to 8, drawn from the seed; -1: no partitioned runs")
 	flagParallel = flag.Int("chaos.parallel", 16, "runs (store × mode) at once")
+	flagFaults   = flag.String("chaos.faults", "", "with -chaos.rounds: draw only from these faults, comma-separated (default: every fault of the store)")
 	flagBin      = flag.String("chaos.bin", "", "a prebuilt leaderrun binary (default: go build the module's)")
 	flagKeep     = flag.Bool("chaos.keep", false, "keep each run's directory (event log, replicas' logs) and print its path")
 	flagBound    = flag.Duration("chaos.bound", time.Second, "how much longer than the TTL (plus, partitioned, the reconcile interval) a fault may leave a name or partition without a child")

@@ -65,10 +65,10 @@ func summarize(w io.Writer, label string, res *result, tm timing, bound time.Dur
 		switch {
 		case rd.gotNext:
 			r.latencies = append(r.latencies, rd.latency)
-			if rd.latency > tm.ttl+tm.reconcile+bound {
+			if latency, limit := newChildBound(rd, tm, bound); latency > limit {
 				r.late++
 			}
-		case transient(rd.kind):
+		case rd.wentOn:
 			r.kept++
 		default:
 			r.late++
