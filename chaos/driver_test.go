@@ -57,9 +57,9 @@ type round struct {
 	latency time.Duration // at → next.at
 	goneIn  time.Duration // healAt or at → the old tenure's last process gone (negative: gone before the heal)
 	// wentOn: after a transient fault, the old tenure went on.
-	wentOn bool
-	gone   *watch // the old tenure's processes, watched from before the fault
-	orphans []proc        // the old tenure's processes alive past their deadline (then killed)
+	wentOn  bool
+	gone    *watch // the old tenure's processes, watched from before the fault
+	orphans []proc // the old tenure's processes alive past their deadline (then killed)
 	// endedBefore: the old tenure was already over (a renewal failed for
 	// the renew deadline, or a hand-off began) when the fault came, so its
 	// successor may start early.
