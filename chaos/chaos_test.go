@@ -100,6 +100,7 @@ func runChaos(t *testing.T, store string, partitioned bool) {
 		events: c.log.snapshot(), rounds: done, replicas: c.all, writes: dbw, fenced: c.fence != nil,
 		timing: c.timing, bound: *flagBound, survivors: survivors,
 		partitions: partitions, end: c.stopAt.UnixNano(), unasked: c.unaskedExits(),
+		unreleased: c.unreleased(), store: store,
 	})
 	res.violations = append(res.violations, problems...)
 	if short := tooFewInjected(done, *flagInject); short != "" {
@@ -252,7 +253,11 @@ func describe(rd *round) string {
 		where = " partition " + rd.part
 	}
 	if rd.skipped != "" {
-		return fmt.Sprintf("round %d %s/%s: skipped: %s", rd.n, rd.kind, rd.variant, rd.skipped)
+		s := fmt.Sprintf("round %d %s/%s: skipped: %s", rd.n, rd.kind, rd.variant, rd.skipped)
+		if rd.d3 != "" {
+			s += "; KNOWN DEFECT D3: " + rd.d3
+		}
+		return s
 	}
 	s := fmt.Sprintf("round %d %s/%s on %s%s token %d", rd.n, rd.kind, rd.variant, rd.rep.identity, where, rd.token)
 	if rd.note != "" {
@@ -275,6 +280,9 @@ func describe(rd *round) string {
 	}
 	for _, p := range rd.problems {
 		s += "; " + p
+	}
+	if rd.d3 != "" {
+		s += "; KNOWN DEFECT D3: " + rd.d3
 	}
 	return s
 }

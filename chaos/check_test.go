@@ -61,6 +61,11 @@ var knownDefects = []knownDefect{{
 		return rd.kind == faultKill && rd.variant == armEscape && role == "grandchild"
 	},
 }, {
+	id: "D3",
+	summary: "etcd, partitioned: a partition whose tenure ended without a release (renewals failed for the renew deadline, then the release " +
+		"failed: \"it expires on its own\") stays on its member's etcd lease, which the member's later rounds keep alive: " +
+		"nobody runs the partition until that member leaves",
+}, {
 	id: "L1",
 	summary: "(limitation, liveness only) SQLite: a replica frozen while it holds the database's write lock " +
 		"blocks every other replica until it is thawed; a name (partitioned: any partition) may have no child until then",
@@ -96,6 +101,11 @@ type input struct {
 	// unasked are commands that ended without being stopped (replicas'
 	// "command exited" lines).
 	unasked []string
+	// unreleased are the tenures whose release failed, with the replica
+	// that held them; on etcd (D3) such a partition stays held while that
+	// replica lives.
+	unreleased map[tkey]*replica
+	store      string
 }
 
 // result is the checker's verdict on one run.
@@ -475,7 +485,7 @@ func gapLimit(tm timing, bound time.Duration) time.Duration {
 // that blocked the SQLite store is the known limitation L1.
 func (res *result) checkGaps(part string, ts []*tenure, in input) {
 	limit := gapLimit(in.timing, in.bound)
-	gap := func(from, to int64, what string) {
+	gap := func(a *tenure, from, to int64, what string) {
 		d := time.Duration(to - from)
 		if d > res.longestGap {
 			res.longestGap, res.longestGapWhat = d, where(part)+what
@@ -489,6 +499,12 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 				res.addKnown("L1", rd)
 				return
 			}
+		}
+		if r := d3(in, part, a); r != nil && (!r.exited() || to <= r.exitAt.Add(limit).UnixNano()) {
+			res.addKnown("D3", res.roundOf(part, a.token))
+			return
+		}
+		for _, rd := range res.rounds {
 			// Without a leader etcd is unavailable: the bound starts once
 			// it has one again.
 			if rd.kind == faultStoreLeader && from >= rd.at.UnixNano()-int64(tick) &&
@@ -502,7 +518,7 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 	}
 	ended := func(t *tenure) {
 		if last := t.childLast(); last < in.end {
-			gap(last, in.end, fmt.Sprintf("token %d's child last heard of, then the run ended", t.token))
+			gap(t, last, in.end, fmt.Sprintf("token %d's child last heard of, then the run ended", t.token))
 		}
 	}
 	for i := 1; i < len(ts); i++ {
@@ -511,11 +527,35 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 			ended(a)
 			return
 		}
-		gap(a.childLast(), b.start.at, fmt.Sprintf("token %d's child last heard of, then token %d's child started", a.token, b.token))
+		gap(a, a.childLast(), b.start.at, fmt.Sprintf("token %d's child last heard of, then token %d's child started", a.token, b.token))
 	}
 	if n := len(ts); n > 0 && in.end > 0 && ts[n-1].start.at <= in.end {
 		ended(ts[n-1])
 	}
+}
+
+// d3 returns the replica that held tenure a of partition part when its
+// release failed on a partitioned etcd run (known defect D3), or nil.
+func d3(in input, part string, a *tenure) *replica {
+	if in.store != "etcd" || in.partitions == 0 {
+		return nil
+	}
+	return in.unreleased[tkey{part, a.token}]
+}
+
+// roundOf returns the last round that hit tenure token of partition part,
+// or a round numbered 0 (no fault) when none did.
+func (res *result) roundOf(part string, token int64) *round {
+	var last *round
+	for _, rd := range res.rounds {
+		if rd.skipped == "" && rd.part == part && rd.token == token {
+			last = rd
+		}
+	}
+	if last == nil {
+		return &round{part: part, token: token}
+	}
+	return last
 }
 
 // earlyTolerance absorbs the store clock's granularity in the check for
@@ -530,6 +570,9 @@ func (res *result) checkRounds(tm timing, bound time.Duration) {
 		what := fmt.Sprintf("%sround %d (%s/%s)", where(rd.part), rd.n, rd.kind, rd.variant)
 		for _, p := range rd.problems {
 			res.violations = append(res.violations, fmt.Sprintf("%s: %s", what, p))
+		}
+		if rd.d3 != "" {
+			res.addKnown("D3", rd)
 		}
 		if rd.skipped != "" {
 			continue

@@ -119,6 +119,7 @@ type replica struct {
 	logPath  string
 	done     chan struct{} // closed once the process was reaped
 	status   string        // once done: how it ended, as os.ProcessState.String says
+	exitAt   time.Time     // once done: when it was reaped
 
 	stopSig  syscall.Signal // the signal the driver ended it with
 	stopAt   time.Time
@@ -163,7 +164,9 @@ func (c *cluster) startReplica(idx int) *replica {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a replica does not outlive a test binary that was killed
+	// (its cleanup, which kills the replicas, then never runs).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := theReaper.startCmd(cmd); err != nil {
 		c.t.Fatalf("start replica %s: %v", r.identity, err)
 	}
@@ -172,7 +175,7 @@ func (c *cluster) startReplica(idx int) *replica {
 	go func() {
 		cmd.Wait()
 		theReaper.forget(r.pid)
-		r.status = cmd.ProcessState.String()
+		r.status, r.exitAt = cmd.ProcessState.String(), time.Now()
 		close(r.done)
 	}()
 	if idx < len(c.reps) {

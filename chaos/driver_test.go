@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,6 +71,7 @@ type round struct {
 	blockedStore, storeBlocked bool
 	skipped                    string // why no fault was injected
 	note                       string // what the injection found
+	d3                         string // known defect D3 kept a partition from everyone: how
 	problems                   []string
 }
 
@@ -90,7 +92,7 @@ type fault struct {
 // run injects one fault of kind, the children it hits armed with variant
 // first, and follows what happens to each tenure it hit until the old
 // tenure is gone and a new child runs.
-func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) []*round {
+func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) (rounds []*round) {
 	f := &fault{n: n, kind: kind, variant: variant}
 	skip := func(why string, problem bool) []*round {
 		rd := &round{n: n, kind: kind, variant: variant, skipped: why}
@@ -99,15 +101,27 @@ func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) []*round {
 		}
 		return []*round{rd}
 	}
-	if held, ok := c.waitHeld(leaderWait); !ok {
+	held, ok := c.waitHeld(leaderWait)
+	d3 := ""
+	if !ok {
+		if d3 = c.unstick(held); d3 != "" {
+			held, ok = c.waitHeld(leaderWait)
+		}
+	}
+	if !ok {
 		what := "no leader"
 		if c.partitions > 0 {
 			what = fmt.Sprintf("only %d of %d partitions had a child", len(held), c.partitions)
 		}
-		return skip(fmt.Sprintf("%s within %v", what, leaderWait), true)
+		rds := skip(fmt.Sprintf("%s within %v", what, leaderWait), true)
+		rds[0].d3 = d3
+		return rds
+	}
+	if d3 != "" {
+		defer func() { rounds[0].d3 = d3 }()
 	}
 	time.Sleep(randDur(rng, 0, 1200*time.Millisecond)) // a random moment of the tenures
-	rounds := c.victims(f, rng)
+	rounds = c.victims(f, rng)
 	if len(rounds) == 0 {
 		return skip("the leader changed before the fault", false)
 	}
@@ -364,14 +378,16 @@ func (c *cluster) follow(rd *round) {
 			rd.next, rd.gotNext = c.log.waitEvent(0, limit, next)
 		}
 	}
+	<-gone
 	switch {
 	case rd.gotNext:
 		rd.latency = rd.next.time().Sub(rd.at)
 	case rd.wentOn:
+	case c.stuck(rd.part) != nil:
+		rd.d3 = fmt.Sprintf("no new child within %v of the fault: the partition is stuck", limit.Sub(rd.at))
 	default:
 		rd.problems = append(rd.problems, fmt.Sprintf("no new child within %v of the fault", limit.Sub(rd.at)))
 	}
-	<-gone
 }
 
 // watch follows a tenure's processes until they are all gone.
@@ -477,6 +493,80 @@ func tenureEndedBefore(logPath, part string, token int64, at time.Time) bool {
 		}
 	}
 	return false
+}
+
+// unreleasedMsg is a replica's log line for a tenure whose release failed.
+const unreleasedMsg = "tenure over; could not release the lease, it expires on its own"
+
+// unreleased returns, from the replicas' logs, every partition's tenure
+// whose release failed, with the replica that held it.
+func (c *cluster) unreleased() map[tkey]*replica {
+	out := map[tkey]*replica{}
+	for _, r := range c.all {
+		for _, l := range readLog(r.logPath) {
+			if l.Msg == unreleasedMsg && l.Partition != nil {
+				out[tkey{strconv.Itoa(*l.Partition), l.Token}] = r
+			}
+		}
+	}
+	return out
+}
+
+// stuck returns the replica that keeps partition part from everyone by
+// known defect D3, or nil: on a partitioned etcd run, the partition's
+// latest child is gone, that tenure's release failed, and the replica that
+// held it still runs.
+func (c *cluster) stuck(part string) *replica {
+	if c.store != "etcd" || c.partitions == 0 {
+		return nil
+	}
+	var latest event
+	for _, e := range c.log.snapshot() {
+		if e.kind == "start" && e.part == part {
+			latest = e
+		}
+	}
+	if latest.kind == "" || aliveAs(latest.pid, uint64(latest.int("stime"))) {
+		return nil
+	}
+	if r := c.unreleased()[tkey{part, latest.token}]; r != nil && !r.exited() {
+		return r
+	}
+	return nil
+}
+
+// unstick restarts the replicas that keep partitions from everyone by
+// known defect D3, when those are all the partitions without a child
+// (held lists those with one), so that the run goes on; it says what it
+// did, or returns "" when some partition lacks a child for another reason.
+func (c *cluster) unstick(held map[string]event) string {
+	var parts []string
+	var reps []*replica
+	for _, part := range c.parts() {
+		if _, ok := held[part]; ok {
+			continue
+		}
+		r := c.stuck(part)
+		if r == nil {
+			return ""
+		}
+		parts = append(parts, part)
+		if !slices.Contains(reps, r) {
+			reps = append(reps, r)
+		}
+	}
+	if len(reps) == 0 {
+		return ""
+	}
+	var ids []string
+	for _, r := range reps {
+		ids = append(ids, r.identity)
+		c.terminate(r)
+		c.awaitOrKill(r, c.timing.grace+10*time.Second)
+		awaitLog(c.startReplica(r.idx).logPath, 10*time.Second)
+	}
+	return fmt.Sprintf("partitions %s without a child, held by the failed releases of %s: restarted them",
+		strings.Join(parts, ", "), strings.Join(ids, ", "))
 }
 
 // storeUnavailable are the log lines of a replica that found the store
