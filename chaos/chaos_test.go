@@ -100,7 +100,7 @@ func runChaos(t *testing.T, store string, partitioned bool) {
 		events: c.log.snapshot(), rounds: done, replicas: c.all, writes: dbw, fenced: c.fence != nil,
 		timing: c.timing, bound: *flagBound, survivors: survivors,
 		partitions: partitions, end: c.stopAt.UnixNano(), unasked: c.unaskedExits(),
-		unreleased: c.unreleased(), store: store,
+		unreleased: c.unreleased(), store: store, storeErrors: c.storeErrors(),
 	})
 	res.violations = append(res.violations, problems...)
 	if short := tooFewInjected(done, *flagInject); short != "" {

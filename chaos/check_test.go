@@ -66,6 +66,11 @@ var knownDefects = []knownDefect{{
 		"failed: \"it expires on its own\") stays on its member's etcd lease, which the member's later rounds keep alive: " +
 		"nobody runs the partition until that member leaves",
 }, {
+	id: "S1",
+	summary: "(not leaderrun's; liveness only) the store failed replicas that no fault had cut off — a server too slow under the " +
+		"machine's load — and a name or partition went without a child for longer than the bound; design §1 promises no " +
+		"liveness while the store is unavailable",
+}, {
 	id: "L1",
 	summary: "(limitation, liveness only) SQLite: a replica frozen while it holds the database's write lock " +
 		"blocks every other replica until it is thawed; a name (partitioned: any partition) may have no child until then",
@@ -106,6 +111,9 @@ type input struct {
 	// replica lives.
 	unreleased map[tkey]*replica
 	store      string
+	// storeErrors are the store errors the replicas logged: a store that
+	// failed replicas no fault had cut off was itself unavailable (S1).
+	storeErrors []storeError
 }
 
 // result is the checker's verdict on one run.
@@ -164,7 +172,7 @@ func check(in input) *result {
 	for _, part := range parts {
 		res.checkPartition(part, evs[part], rounds[part], writes[part], in)
 	}
-	res.checkRounds(in.timing, in.bound)
+	res.checkRounds(in.timing, in.bound, in.storeErrors)
 	res.checkExits(in.replicas, in.rounds)
 	for _, s := range in.survivors {
 		res.violations = append(res.violations, "survived the run: "+s)
@@ -513,6 +521,10 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 				return
 			}
 		}
+		if stalled(in.storeErrors, from, to, a.holder(in.replicas)) {
+			res.addKnown("S1", res.roundOf(part, a.token))
+			return
+		}
 		res.violations = append(res.violations, fmt.Sprintf("%sno child for %v (%s), more than TTL %v + reconcile interval %v + %v",
 			where(part), d.Round(time.Millisecond), what, in.timing.ttl, in.timing.reconcile, in.bound))
 	}
@@ -532,6 +544,28 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 	if n := len(ts); n > 0 && in.end > 0 && ts[n-1].start.at <= in.end {
 		ended(ts[n-1])
 	}
+}
+
+// holder returns the replica generation that ran t, or nil.
+func (t *tenure) holder(reps []*replica) *replica {
+	for _, r := range reps {
+		if r.identity == t.start.kv["holder"] {
+			return r
+		}
+	}
+	return nil
+}
+
+// stalled reports whether a replica other than except logged a store
+// error between from and to (ns): the store itself was unavailable then,
+// not only to a replica a fault had cut off.
+func stalled(errs []storeError, from, to int64, except *replica) bool {
+	for _, e := range errs {
+		if at := e.at.UnixNano(); e.rep != except && at >= from && at <= to {
+			return true
+		}
+	}
+	return false
 }
 
 // d3 returns the replica that held tenure a of partition part when its
@@ -565,7 +599,7 @@ const earlyTolerance = 50 * time.Millisecond
 // checkRounds: every fault was followed by a new child within TTL (+
 // reconcile interval) + bound, no sooner than the old lease could expire,
 // and the old tenure's processes ended by their deadline.
-func (res *result) checkRounds(tm timing, bound time.Duration) {
+func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []storeError) {
 	for _, rd := range res.rounds {
 		what := fmt.Sprintf("%sround %d (%s/%s)", where(rd.part), rd.n, rd.kind, rd.variant)
 		for _, p := range rd.problems {
@@ -591,9 +625,13 @@ func (res *result) checkRounds(tm timing, bound time.Duration) {
 		if rd.kind == faultStoreLeader {
 			since, extra = "etcd elected a new leader", fmt.Sprintf(" + etcd's lease extension %v", etcdLeaseExtension)
 		}
-		if rd.gotNext && latency > late && rd.storeBlocked {
+		switch {
+		case !rd.gotNext || latency <= late:
+		case rd.storeBlocked:
 			res.addKnown("L1", rd)
-		} else if rd.gotNext && latency > late {
+		case rd.kind != faultStoreLeader && stalled(storeErrs, rd.at.UnixNano(), rd.next.at, rd.rep):
+			res.addKnown("S1", rd)
+		default:
 			res.violations = append(res.violations, fmt.Sprintf("%s: new child %v after %s, more than TTL %v + reconcile interval %v + %v%s",
 				what, latency.Round(time.Millisecond), since, tm.ttl, tm.reconcile, bound, extra))
 		}

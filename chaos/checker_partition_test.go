@@ -291,3 +291,32 @@ func TestCheckPartitionStuckByFailedReleaseIsD3OnEtcdOnly(t *testing.T) {
 		t.Errorf("holder gone: violations %q; want partition 3's gap", res.violations)
 	}
 }
+
+// A gap is excused (S1) only when the store failed a replica other than
+// the one whose tenure ended: then the store itself was unavailable.
+func TestCheckGapDuringStoreStallIsS1(t *testing.T) {
+	lines := append(fourRunning(), beats(20*sec)...)
+	lines = append(lines, pev("stop", 11*sec, 103, 3, 7, "signal=terminated code=3"), pstart(17*sec, 203, 3, 8, 1, ""))
+	evs := dropBeats(events(t, lines...), 103, 11*sec)
+	holder, other := &replica{identity: "r0g1"}, &replica{identity: "r1g2"}
+	in := input{events: evs, timing: partTiming, bound: time.Second, partitions: 4, end: 20 * sec,
+		replicas: []*replica{holder, other}, store: "postgres"}
+	for _, tc := range []struct {
+		name string
+		errs []storeError
+		want bool // S1, not a violation
+	}{
+		{"no store errors", nil, false},
+		{"the holder's own", []storeError{{time.Unix(0, 12*sec), holder}}, false},
+		{"another replica's, before the gap", []storeError{{time.Unix(0, 10*sec), other}}, false},
+		{"another replica's, in the gap", []storeError{{time.Unix(0, 12*sec), other}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in.storeErrors = tc.errs
+			res := check(in)
+			if got := len(res.known["S1"]) == 1 && len(res.violations) == 0; got != tc.want {
+				t.Errorf("violations %q, known %v; want S1 %v", res.violations, res.known, tc.want)
+			}
+		})
+	}
+}

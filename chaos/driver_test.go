@@ -573,8 +573,29 @@ func (c *cluster) unstick(held map[string]event) string {
 // unusable.
 var storeUnavailable = []string{
 	"store unavailable; retrying",
+	"store unreachable; retrying",
+	"renew failed; will retry",
 	"renewal round failed; trust in every partition ends at the renew deadline unless one succeeds",
 	"cannot acquire partition; will retry",
+}
+
+// storeError is one log line of a replica that found the store unusable.
+type storeError struct {
+	at  time.Time
+	rep *replica
+}
+
+// storeErrors lists the store errors the replicas logged.
+func (c *cluster) storeErrors() []storeError {
+	var out []storeError
+	for _, r := range c.all {
+		for _, l := range readLog(r.logPath) {
+			if slices.Contains(storeUnavailable, l.Msg) {
+				out = append(out, storeError{l.Time, r})
+			}
+		}
+	}
+	return out
 }
 
 // storeBlockedDuring reports whether a replica other than r logged that
