@@ -237,14 +237,8 @@ func (c *cluster) leader() (event, *replica, bool) {
 // child is alive and supervised by a running replica, that child's start
 // event.
 func (c *cluster) held() map[string]event {
-	latest := map[string]event{}
-	for _, e := range c.log.snapshot() {
-		if e.kind == "start" {
-			latest[e.part] = e
-		}
-	}
 	out := map[string]event{}
-	for part, e := range latest {
+	for part, e := range c.log.latestStarts() {
 		r := c.replicaOf(e.kv["holder"])
 		if r != nil && !r.exited() && int(e.int("ppid")) == r.pid && aliveAs(e.pid, uint64(e.int("stime"))) {
 			out[part] = e

@@ -441,9 +441,8 @@ func (c *cluster) awaitOld(rd *round, base, deadline time.Time) {
 
 // replaced reports whether a later tenure of rd's partition started.
 func (c *cluster) replaced(rd *round) bool {
-	return slices.ContainsFunc(c.log.snapshot(), func(e event) bool {
-		return e.kind == "start" && e.part == rd.part && e.token > rd.token
-	})
+	e, ok := c.log.latestStarts()[rd.part]
+	return ok && e.token > rd.token
 }
 
 // logLine is what the suite reads of a replica's JSON log line.
@@ -520,13 +519,8 @@ func (c *cluster) stuck(part string) *replica {
 	if c.store != "etcd" || c.partitions == 0 {
 		return nil
 	}
-	var latest event
-	for _, e := range c.log.snapshot() {
-		if e.kind == "start" && e.part == part {
-			latest = e
-		}
-	}
-	if latest.kind == "" || aliveAs(latest.pid, uint64(latest.int("stime"))) {
+	latest, ok := c.log.latestStarts()[part]
+	if !ok || aliveAs(latest.pid, uint64(latest.int("stime"))) {
 		return nil
 	}
 	if r := c.unreleased()[tkey{part, latest.token}]; r != nil && !r.exited() {

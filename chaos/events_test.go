@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"io"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -57,7 +58,8 @@ type eventLog struct {
 
 	mu     sync.Mutex // guards the fields below
 	events []event
-	bad    []string // lines that did not parse
+	latest map[string]event // the latest start event of each partition ("" for the one name)
+	bad    []string         // lines that did not parse
 	off    int64
 	part   string // an incomplete last line
 	lines  int
@@ -89,6 +91,12 @@ func (l *eventLog) refresh() {
 		if e, ok := parseEvent(strings.TrimSuffix(s, "\n")); ok {
 			e.line = l.lines
 			l.events = append(l.events, e)
+			if e.kind == "start" {
+				if l.latest == nil {
+					l.latest = map[string]event{}
+				}
+				l.latest[e.part] = e
+			}
 		} else {
 			l.bad = append(l.bad, s)
 		}
@@ -101,6 +109,15 @@ func (l *eventLog) snapshot() []event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.events[:len(l.events):len(l.events)]
+}
+
+// latestStarts returns the latest start event of each partition ("" for
+// the one name), refreshed.
+func (l *eventLog) latestStarts() map[string]event {
+	l.refresh()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.latest)
 }
 
 // waitEvent polls until pred matches an event at index ≥ from, or the
