@@ -9,8 +9,16 @@ import (
 	"time"
 )
 
+// tkey names one tenure: a token of a partition ("" for the one name).
+// Tokens of different partitions may be equal.
+type tkey struct {
+	part  string
+	token int64
+}
+
 // tenure is what the event log says about one token's processes.
 type tenure struct {
+	part     string
 	token    int64
 	start    event
 	pids     map[int]string // pid → "child" or "grandchild"
@@ -19,8 +27,14 @@ type tenure struct {
 	waited   int64          // overlap-end: how long the child waited for the lock; -1 if it never got it
 }
 
-// overlap is two tenures whose processes ran at once.
+func (t *tenure) key() tkey { return tkey{t.part, t.token} }
+
+// childLast is the child's latest event (not its grandchild's).
+func (t *tenure) childLast() int64 { return t.pidLast[t.start.pid] }
+
+// overlap is two tenures of one partition whose processes ran at once.
 type overlap struct {
+	part       string
 	prev, next int64 // tokens
 	culprit    string
 	dur        time.Duration // how long next's child waited for prev's processes to end; -1 unknown
@@ -47,9 +61,19 @@ var knownDefects = []knownDefect{{
 		return rd.kind == faultKill && rd.variant == armEscape && role == "grandchild"
 	},
 }, {
+	id: "D3",
+	summary: "etcd, partitioned: a partition whose tenure ended without a release (renewals failed for the renew deadline, then the release " +
+		"failed: \"it expires on its own\") stays on its member's etcd lease, which the member's later rounds keep alive: " +
+		"nobody runs the partition until that member leaves",
+}, {
+	id: "S1",
+	summary: "(not leaderrun's; liveness only) the store failed replicas that no fault had cut off — a server too slow under the " +
+		"machine's load — and a name or partition went without a child for longer than the bound; design §1 promises no " +
+		"liveness while the store is unavailable",
+}, {
 	id: "L1",
-	summary: "(limitation, liveness only) SQLite: a leader frozen while it holds the database's write lock " +
-		"blocks every follower until it is thawed; the name has no child until then",
+	summary: "(limitation, liveness only) SQLite: a replica frozen while it holds the database's write lock " +
+		"blocks every other replica until it is thawed; a name (partitioned: any partition) may have no child until then",
 }}
 
 func knownDefectOf(rd *round, role string) string {
@@ -64,53 +88,174 @@ func knownDefectOf(rd *round, role string) string {
 	return ""
 }
 
-// result is the checker's verdict on one store's run.
-type result struct {
-	rounds     []*round
-	tenures    []*tenure // in start order
-	overlaps   []overlap
-	violations []string
-	known      map[string]map[int]bool // known defect id → the rounds it occurred in
-
-	// per round (by its token), for the table
-	staleAccepted map[int64]int
-	staleRefused  map[int64]int
-	badExits      map[int64]int
-	unplanned     int
-	dbWrites      int
+// input is everything a finished run left for the checker.
+type input struct {
+	events    []event
+	rounds    []*round
+	replicas  []*replica
+	writes    []dbWrite // committed fenced writes, in id order
+	fenced    bool      // the children made fenced writes (else beats)
+	timing    timing
+	bound     time.Duration // slack over TTL (+ reconcile interval) for a new child
+	survivors []string      // processes alive after the run
+	// partitions is the replicas' --partitions; 0 for one name.
+	partitions int
+	// end is when the driver began stopping the replicas (ns); 0: no gap
+	// is checked at the end.
+	end int64
+	// unasked are commands that ended without being stopped (replicas'
+	// "command exited" lines).
+	unasked []string
+	// unreleased are the tenures whose release failed, with the replica
+	// that held them; on etcd (D3) such a partition stays held while that
+	// replica lives.
+	unreleased map[tkey]*replica
+	store      string
+	// storeErrors are the store errors the replicas logged: a store that
+	// failed replicas no fault had cut off was itself unavailable (S1).
+	storeErrors []storeError
 }
 
-// check runs every check over a finished run.
-func check(evs []event, rounds []*round, reps []*replica, dbw []dbWrite, tm timing, bound time.Duration, survivors []string) *result {
-	res := &result{rounds: rounds, known: map[string]map[int]bool{},
-		staleAccepted: map[int64]int{}, staleRefused: map[int64]int{}, badExits: map[int64]int{}}
-	byToken := map[int64]*round{}
-	for _, rd := range rounds {
+// result is the checker's verdict on one run.
+type result struct {
+	rounds     []*round
+	tenures    []*tenure // by partition, each in start order
+	overlaps   []overlap
+	violations []string
+	known      map[string]map[int]bool // known defect id → the faults (round numbers) it occurred in
+	knownIn    map[*round]bool         // the rounds (tenures hit) a known defect occurred in
+
+	// per tenure, for the table
+	staleAccepted  map[tkey]int
+	staleRefused   map[tkey]int
+	badExits       map[int]int // by the fault that ended the replica; 0: the final stop
+	unplanned      int
+	dbWrites       int
+	fenced         bool
+	partitions     int
+	longestGap     time.Duration
+	longestGapWhat string
+}
+
+// where prefixes a partition's messages.
+func where(part string) string {
+	if part == "" {
+		return ""
+	}
+	return "partition " + part + ": "
+}
+
+// check runs every check over a finished run: per partition (or for the
+// one name) tokens, overlaps, fenced writes and gaps; per round the new
+// child's timing and orphans; per replica its exit.
+func check(in input) *result {
+	res := &result{rounds: in.rounds, known: map[string]map[int]bool{}, knownIn: map[*round]bool{}, fenced: in.fenced, partitions: in.partitions,
+		staleAccepted: map[tkey]int{}, staleRefused: map[tkey]int{}, badExits: map[int]int{}}
+	evs := map[string][]event{}
+	for _, e := range in.events {
+		evs[e.part] = append(evs[e.part], e)
+	}
+	writes := map[string][]dbWrite{}
+	for _, w := range in.writes {
+		writes[w.part] = append(writes[w.part], w)
+	}
+	rounds := map[string]map[int64]*round{}
+	for _, rd := range in.rounds {
 		if rd.skipped == "" {
-			byToken[rd.token] = rd
+			if rounds[rd.part] == nil {
+				rounds[rd.part] = map[int64]*round{}
+			}
+			rounds[rd.part][rd.token] = rd
 		}
 	}
-	res.tenures = tenures(evs)
-	res.checkTokens()
-	res.checkOverlaps(byToken, tm)
-	res.checkWrites(evs, dbw, byToken)
-	res.checkRounds(tm, bound)
-	res.checkExits(reps, byToken)
-	for _, s := range survivors {
+	parts := res.checkParts(evs, writes, in.partitions)
+	for _, part := range parts {
+		res.checkPartition(part, evs[part], rounds[part], writes[part], in)
+	}
+	res.checkRounds(in.timing, in.bound, in.storeErrors)
+	res.checkExits(in.replicas, in.rounds)
+	for _, s := range in.survivors {
 		res.violations = append(res.violations, "survived the run: "+s)
 	}
-	next := map[int64]bool{}
-	for _, rd := range rounds {
+	for _, u := range in.unasked {
+		res.violations = append(res.violations, u)
+	}
+	next := map[tkey]bool{}
+	for _, rd := range in.rounds {
 		if rd.gotNext {
-			next[rd.next.token] = true
+			next[tkey{rd.part, rd.next.token}] = true
 		}
 	}
-	for i, t := range res.tenures {
-		if i > 0 && !next[t.token] {
+	first := map[string]bool{}
+	for _, t := range res.tenures {
+		if first[t.part] && !next[t.key()] {
 			res.unplanned++
 		}
+		first[t.part] = true
 	}
 	return res
+}
+
+// checkParts checks that every event names a partition of the run (none
+// for one name) and every partition had a child, and returns the
+// partitions to check, in order.
+func (res *result) checkParts(evs map[string][]event, writes map[string][]dbWrite, partitions int) []string {
+	var parts []string
+	for part := range evs {
+		parts = append(parts, part)
+	}
+	for part := range writes {
+		if evs[part] == nil {
+			parts = append(parts, part)
+		}
+	}
+	slices.SortFunc(parts, func(a, b string) int {
+		x, errX := strconv.Atoi(a)
+		y, errY := strconv.Atoi(b)
+		if errX != nil || errY != nil {
+			return strings.Compare(a, b)
+		}
+		return x - y
+	})
+	for _, part := range parts {
+		p, err := strconv.Atoi(part)
+		switch {
+		case partitions == 0 && part != "":
+			res.violations = append(res.violations, fmt.Sprintf("events or writes of partition %q in a run of one name", part))
+		case partitions > 0 && part == "":
+			res.violations = append(res.violations, "events or writes without a partition in a partitioned run")
+		case partitions > 0 && (err != nil || p < 0 || p >= partitions || strconv.Itoa(p) != part):
+			res.violations = append(res.violations, fmt.Sprintf("events or writes of partition %q, not one of 0 … %d", part, partitions-1))
+		}
+	}
+	for p := range partitions {
+		if !slices.ContainsFunc(evs[strconv.Itoa(p)], func(e event) bool { return e.kind == "start" }) {
+			res.violations = append(res.violations, fmt.Sprintf("partition %d never had a child", p))
+		}
+	}
+	for _, part := range parts {
+		for _, e := range evs[part] {
+			if e.kind == "start" && partitions > 0 && e.kv["partitions"] != strconv.Itoa(partitions) {
+				res.violations = append(res.violations, fmt.Sprintf("partition %s: child %d started with LEADERRUN_PARTITIONS=%q, want %d",
+					part, e.pid, e.kv["partitions"], partitions))
+			}
+		}
+	}
+	if partitions == 0 && !slices.ContainsFunc(evs[""], func(e event) bool { return e.kind == "start" }) && len(evs[""]) > 0 {
+		res.violations = append(res.violations, "the name never had a child")
+	}
+	return parts
+}
+
+// checkPartition runs the checks of one partition's (or the one name's)
+// tenures: every guarantee holds per partition.
+func (res *result) checkPartition(part string, evs []event, byToken map[int64]*round, dbw []dbWrite, in input) {
+	ts := tenures(part, evs)
+	res.tenures = append(res.tenures, ts...)
+	res.checkTokens(ts)
+	res.checkOverlaps(ts, byToken, in.timing)
+	res.checkWrites(part, evs, ts, dbw)
+	res.checkGaps(part, ts, in)
 }
 
 func (res *result) addKnown(id string, rd *round) {
@@ -118,15 +263,16 @@ func (res *result) addKnown(id string, rd *round) {
 		res.known[id] = map[int]bool{}
 	}
 	res.known[id][rd.n] = true
+	res.knownIn[rd] = true
 }
 
-// tenures groups the events by token, in start order.
-func tenures(evs []event) []*tenure {
+// tenures groups one partition's events by token, in start order.
+func tenures(part string, evs []event) []*tenure {
 	by := map[int64]*tenure{}
 	var order []*tenure
 	for _, e := range evs {
 		if e.kind == "start" {
-			t := &tenure{token: e.token, start: e, pids: map[int]string{e.pid: "child"}, pidLast: map[int]int64{}, waited: -1}
+			t := &tenure{part: part, token: e.token, start: e, pids: map[int]string{e.pid: "child"}, pidLast: map[int]int64{}, waited: -1}
 			by[e.token] = t // a repeated token is a new tenure; checkTokens reports it
 			order = append(order, t)
 		}
@@ -146,25 +292,27 @@ func tenures(evs []event) []*tenure {
 	return order
 }
 
-// checkTokens: tokens strictly increase in start (append) order.
-func (res *result) checkTokens() {
-	for i := 1; i < len(res.tenures); i++ {
-		a, b := res.tenures[i-1], res.tenures[i]
+// checkTokens: a partition's tokens strictly increase in start (append)
+// order.
+func (res *result) checkTokens(ts []*tenure) {
+	for i := 1; i < len(ts); i++ {
+		a, b := ts[i-1], ts[i]
 		if b.token <= a.token {
-			res.violations = append(res.violations, fmt.Sprintf("token order: child %d started with token %d after child %d with token %d",
-				b.start.pid, b.token, a.start.pid, a.token))
+			res.violations = append(res.violations, fmt.Sprintf("%stoken order: child %d started with token %d after child %d with token %d",
+				where(b.part), b.start.pid, b.token, a.start.pid, a.token))
 		}
 	}
 }
 
-// checkOverlaps finds every pair of tenures whose processes ran at once:
-// the child found the tenure lock held (the kernel's word), or an earlier
-// tenure logged an event after the child started (the log's word).
-func (res *result) checkOverlaps(byToken map[int64]*round, tm timing) {
-	for i, t := range res.tenures {
+// checkOverlaps finds every pair of a partition's tenures whose processes
+// ran at once: the child found its partition's tenure lock held (the
+// kernel's word), or an earlier tenure logged an event after the child
+// started (the log's word).
+func (res *result) checkOverlaps(ts []*tenure, byToken map[int64]*round, tm timing) {
+	for i, t := range ts {
 		prev := map[int64]string{} // token → culprit role
 		// The log's word: which earlier process logged after t started.
-		for _, p := range res.tenures[:i] {
+		for _, p := range ts[:i] {
 			for pid, last := range p.pidLast {
 				if last > t.start.at {
 					prev[p.token] = p.pids[pid]
@@ -176,7 +324,7 @@ func (res *result) checkOverlaps(byToken map[int64]*round, tm timing) {
 		if t.start.kv["excl"] == "0" {
 			for _, h := range strings.Split(t.start.kv["lockholders"], ",") {
 				pid, _ := strconv.Atoi(h)
-				for _, p := range res.tenures[:i] {
+				for _, p := range ts[:i] {
 					if _, seen := prev[p.token]; !seen && pid != 0 && p.pids[pid] != "" {
 						prev[p.token] = p.pids[pid]
 					}
@@ -184,7 +332,7 @@ func (res *result) checkOverlaps(byToken map[int64]*round, tm timing) {
 			}
 		}
 		if t.start.kv["excl"] == "0" && len(prev) == 0 && i > 0 {
-			prev[res.tenures[i-1].token] = "unidentified lock holder"
+			prev[ts[i-1].token] = "unidentified lock holder"
 		}
 		tokens := make([]int64, 0, len(prev))
 		for tok := range prev {
@@ -192,11 +340,11 @@ func (res *result) checkOverlaps(byToken map[int64]*round, tm timing) {
 		}
 		slices.Sort(tokens)
 		for _, tok := range tokens {
-			o := overlap{prev: tok, next: t.token, culprit: prev[tok], dur: -1}
+			o := overlap{part: t.part, prev: tok, next: t.token, culprit: prev[tok], dur: -1}
 			if t.waited >= 0 {
 				o.dur = time.Duration(t.waited)
 			}
-			res.classify(&o, byToken[tok], tenureOf(res.tenures[:i], tok), tm)
+			res.classify(&o, byToken[tok], tenureOf(ts[:i], tok), tm)
 			res.overlaps = append(res.overlaps, o)
 		}
 	}
@@ -240,13 +388,13 @@ func (res *result) classify(o *overlap, rd *round, prev *tenure, tm timing) {
 		case end.IsZero():
 			o.class = ""
 			res.violations = append(res.violations, fmt.Sprintf(
-				"round %d (%s/%s): token %d's %s overlapped the next tenure, and nothing bounds for how long",
-				rd.n, rd.kind, rd.variant, o.prev, o.culprit))
+				"%sround %d (%s/%s): token %d's %s overlapped the next tenure, and nothing bounds for how long",
+				where(o.part), rd.n, rd.kind, rd.variant, o.prev, o.culprit))
 		case late > tm.grace+time.Second:
 			o.class = ""
 			res.violations = append(res.violations, fmt.Sprintf(
-				"round %d (%s/%s): token %d's %s ran %v after SIGCONT, more than --kill-grace %v + 1s",
-				rd.n, rd.kind, rd.variant, o.prev, o.culprit, late.Round(time.Millisecond), tm.grace))
+				"%sround %d (%s/%s): token %d's %s ran %v after SIGCONT, more than --kill-grace %v + 1s",
+				where(o.part), rd.n, rd.kind, rd.variant, o.prev, o.culprit, late.Round(time.Millisecond), tm.grace))
 		}
 		return
 	case knownDefectOf(rd, role) != "":
@@ -258,8 +406,8 @@ func (res *result) classify(o *overlap, rd *round, prev *tenure, tm timing) {
 	if rd != nil {
 		what = fmt.Sprintf("round %d (%s/%s)", rd.n, rd.kind, rd.variant)
 	}
-	res.violations = append(res.violations, fmt.Sprintf("overlap after %s: token %d's %s still ran when token %d's child started (waited %v)",
-		what, o.prev, o.culprit, o.next, o.dur))
+	res.violations = append(res.violations, fmt.Sprintf("%soverlap after %s: token %d's %s still ran when token %d's child started (waited %v)",
+		where(o.part), what, o.prev, o.culprit, o.next, o.dur))
 }
 
 // startedIndex answers "the highest token whose child had started before
@@ -293,12 +441,13 @@ func (idx startedIndex) highestBefore(t int64) int64 {
 	return idx.maxTok[i-1]
 }
 
-// checkWrites counts fenced writes by stale tokens (lower than the highest
-// token whose child had started before the write began): accepted ones are
-// violations, in the children's log and in the table itself. Committed
-// tokens must also never decrease in insertion order.
-func (res *result) checkWrites(evs []event, dbw []dbWrite, byToken map[int64]*round) {
-	idx := newStartedIndex(res.tenures)
+// checkWrites counts one partition's fenced writes by stale tokens (lower
+// than the highest token of the partition whose child had started before
+// the write began): accepted ones are violations, in the children's log
+// and in the table itself. Committed tokens must also never decrease in
+// insertion order.
+func (res *result) checkWrites(part string, evs []event, ts []*tenure, dbw []dbWrite) {
+	idx := newStartedIndex(ts)
 	for _, e := range evs {
 		if e.kind != "write" {
 			continue
@@ -309,71 +458,213 @@ func (res *result) checkWrites(evs []event, dbw []dbWrite, byToken map[int64]*ro
 		}
 		switch e.kv["result"] {
 		case "ok":
-			res.staleAccepted[e.token]++
-			res.violations = append(res.violations, fmt.Sprintf("stale write accepted: %s %d with token %d began at %d, after token %d's child started",
-				e.kv["role"], e.pid, e.token, e.at, hi))
+			res.staleAccepted[tkey{part, e.token}]++
+			res.violations = append(res.violations, fmt.Sprintf("%sstale write accepted: %s %d with token %d began at %d, after token %d's child started",
+				where(part), e.kv["role"], e.pid, e.token, e.at, hi))
 		case "refused":
-			res.staleRefused[e.token]++
+			res.staleRefused[tkey{part, e.token}]++
 		}
 	}
-	res.dbWrites = len(dbw)
+	res.dbWrites += len(dbw)
 	var hiTok int64
 	for _, w := range dbw {
 		if w.token < hiTok {
-			res.violations = append(res.violations, fmt.Sprintf("chaos_writes id %d: token %d committed after token %d", w.id, w.token, hiTok))
+			res.violations = append(res.violations, fmt.Sprintf("%schaos_writes id %d: token %d committed after token %d", where(part), w.id, w.token, hiTok))
 		}
 		hiTok = max(hiTok, w.token)
 		if hi := idx.highestBefore(w.at.UnixNano()); hi > w.token {
-			res.violations = append(res.violations, fmt.Sprintf("chaos_writes id %d: token %d inserted at %v, after token %d's child started",
-				w.id, w.token, w.at.Format(time.RFC3339Nano), hi))
+			res.violations = append(res.violations, fmt.Sprintf("%schaos_writes id %d: token %d inserted at %v, after token %d's child started",
+				where(part), w.id, w.token, w.at.Format(time.RFC3339Nano), hi))
 		}
 	}
+}
+
+// gapLimit is the longest a name or partition may go without a child:
+// a lease left behind expires within the TTL, the others notice within
+// the reconcile interval (partitioned), plus the bound.
+func gapLimit(tm timing, bound time.Duration) time.Duration {
+	return tm.ttl + tm.reconcile + bound
+}
+
+// checkGaps: from its first child until the driver began stopping the
+// replicas, a partition (or the one name) never went longer than gapLimit
+// without a child — measured from the old child's last event to the next
+// child's start, whatever the reason, fault or not. A gap during a freeze
+// that blocked the SQLite store is the known limitation L1.
+func (res *result) checkGaps(part string, ts []*tenure, in input) {
+	limit := gapLimit(in.timing, in.bound)
+	gap := func(a *tenure, from, to int64, what string) {
+		d := time.Duration(to - from)
+		if d > res.longestGap {
+			res.longestGap, res.longestGapWhat = d, where(part)+what
+		}
+		if d <= limit {
+			return
+		}
+		for _, rd := range res.rounds {
+			if rd.blockedStore && from >= rd.at.UnixNano()-int64(tick) && from <= rd.healAt.UnixNano() &&
+				to <= rd.healAt.Add(limit).UnixNano() {
+				res.addKnown("L1", rd)
+				return
+			}
+		}
+		if r := d3(in, part, a); r != nil && (!r.exited() || to <= r.exitAt.Add(limit).UnixNano()) {
+			res.addKnown("D3", res.roundOf(part, a.token))
+			return
+		}
+		for _, rd := range res.rounds {
+			// Without a leader etcd is unavailable: the bound starts once
+			// it has one again.
+			if rd.kind == faultStoreLeader && from >= rd.at.UnixNano()-int64(tick) &&
+				from <= rd.healAt.Add(in.timing.deadline+in.timing.grace).UnixNano() &&
+				to <= rd.healAt.Add(limit+etcdLeaseExtension).UnixNano() {
+				return
+			}
+		}
+		if stalled(in.storeErrors, from, to, a.holder(in.replicas)) {
+			res.addKnown("S1", res.roundOf(part, a.token))
+			return
+		}
+		res.violations = append(res.violations, fmt.Sprintf("%sno child for %v (%s), more than TTL %v + reconcile interval %v + %v",
+			where(part), d.Round(time.Millisecond), what, in.timing.ttl, in.timing.reconcile, in.bound))
+	}
+	ended := func(t *tenure) {
+		if last := t.childLast(); last < in.end {
+			gap(t, last, in.end, fmt.Sprintf("token %d's child last heard of, then the run ended", t.token))
+		}
+	}
+	for i := 1; i < len(ts); i++ {
+		a, b := ts[i-1], ts[i]
+		if in.end > 0 && b.start.at > in.end {
+			ended(a)
+			return
+		}
+		gap(a, a.childLast(), b.start.at, fmt.Sprintf("token %d's child last heard of, then token %d's child started", a.token, b.token))
+	}
+	if n := len(ts); n > 0 && in.end > 0 && ts[n-1].start.at <= in.end {
+		ended(ts[n-1])
+	}
+}
+
+// holder returns the replica generation that ran t, or nil.
+func (t *tenure) holder(reps []*replica) *replica {
+	for _, r := range reps {
+		if r.identity == t.start.kv["holder"] {
+			return r
+		}
+	}
+	return nil
+}
+
+// stalled reports whether a replica other than except logged a store
+// error between from and to (ns): the store itself was unavailable then,
+// not only to a replica a fault had cut off.
+func stalled(errs []storeError, from, to int64, except *replica) bool {
+	for _, e := range errs {
+		if at := e.at.UnixNano(); e.rep != except && at >= from && at <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// d3 returns the replica that held tenure a of partition part when its
+// release failed on a partitioned etcd run (known defect D3), or nil.
+func d3(in input, part string, a *tenure) *replica {
+	if in.store != "etcd" || in.partitions == 0 {
+		return nil
+	}
+	return in.unreleased[tkey{part, a.token}]
+}
+
+// roundOf returns the last round that hit tenure token of partition part,
+// or a round numbered 0 (no fault) when none did.
+func (res *result) roundOf(part string, token int64) *round {
+	var last *round
+	for _, rd := range res.rounds {
+		if rd.skipped == "" && rd.part == part && rd.token == token {
+			last = rd
+		}
+	}
+	if last == nil {
+		return &round{part: part, token: token}
+	}
+	return last
 }
 
 // earlyTolerance absorbs the store clock's granularity in the check for
 // early takeovers.
 const earlyTolerance = 50 * time.Millisecond
 
-// checkRounds: every fault was followed by a new child within TTL + bound,
+// checkRounds: every fault was followed by a new child within TTL (+
+// reconcile interval) + bound, no sooner than the old lease could expire,
 // and the old tenure's processes ended by their deadline.
-func (res *result) checkRounds(tm timing, bound time.Duration) {
+func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []storeError) {
 	for _, rd := range res.rounds {
+		what := fmt.Sprintf("%sround %d (%s/%s)", where(rd.part), rd.n, rd.kind, rd.variant)
 		for _, p := range rd.problems {
-			res.violations = append(res.violations, fmt.Sprintf("round %d (%s/%s): %s", rd.n, rd.kind, rd.variant, p))
+			res.violations = append(res.violations, fmt.Sprintf("%s: %s", what, p))
+		}
+		if rd.d3 != "" {
+			res.addKnown("D3", rd)
 		}
 		if rd.skipped != "" {
 			continue
 		}
 		// Until the old tenure's last renewal expires, nobody else may
 		// take the name; that renewal was sent at most the renew deadline
-		// before the fault, or the old leader would have given up.
-		if early := tm.ttl - tm.deadline - earlyTolerance; rd.gotNext && rd.kind != faultTerm && rd.latency < early && !rd.endedBefore {
-			res.violations = append(res.violations, fmt.Sprintf("round %d (%s/%s): new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
-				rd.n, rd.kind, rd.variant, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))
+		// before the fault, or the old leader would have given up. (After
+		// SIGTERM it releases; after a transient fault it may have lost
+		// the tenure and released.)
+		if early := tm.ttl - tm.deadline - earlyTolerance; rd.gotNext && rd.kind != faultTerm && !transient(rd.kind) && rd.latency < early && !rd.endedBefore {
+			res.violations = append(res.violations, fmt.Sprintf("%s: new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
+				what, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))
 		}
-		if rd.gotNext && rd.latency > tm.ttl+bound && rd.storeBlocked {
+		latency, late := newChildBound(rd, tm, bound)
+		since, extra := "the fault", ""
+		if rd.kind == faultStoreLeader {
+			since, extra = "etcd elected a new leader", fmt.Sprintf(" + etcd's lease extension %v", etcdLeaseExtension)
+		}
+		switch {
+		case !rd.gotNext || latency <= late:
+		case rd.storeBlocked:
 			res.addKnown("L1", rd)
-		} else if rd.gotNext && rd.latency > tm.ttl+bound {
-			res.violations = append(res.violations, fmt.Sprintf("round %d (%s/%s): new child %v after the fault, more than TTL %v + %v",
-				rd.n, rd.kind, rd.variant, rd.latency.Round(time.Millisecond), tm.ttl, bound))
+		case rd.kind != faultStoreLeader && stalled(storeErrs, rd.at.UnixNano(), rd.next.at, rd.rep):
+			res.addKnown("S1", rd)
+		default:
+			res.violations = append(res.violations, fmt.Sprintf("%s: new child %v after %s, more than TTL %v + reconcile interval %v + %v%s",
+				what, latency.Round(time.Millisecond), since, tm.ttl, tm.reconcile, bound, extra))
 		}
 		for _, p := range rd.orphans {
 			if id := knownDefectOf(rd, p.what); id != "" {
 				res.addKnown(id, rd)
 				continue
 			}
-			res.violations = append(res.violations, fmt.Sprintf("round %d (%s/%s): token %d's %s %d outlived its tenure's deadline",
-				rd.n, rd.kind, rd.variant, p.token, p.what, p.pid))
+			res.violations = append(res.violations, fmt.Sprintf("%s: token %d's %s %d outlived its tenure's deadline",
+				what, p.token, p.what, p.pid))
 		}
 	}
 }
 
-// exitRound is the token of the kill or term round that ended r, or 0
+// newChildBound returns how long after the fault the next child of rd's
+// partition started, and how long it may take: the TTL, plus the reconcile
+// interval, plus the bound. After etcd lost its leader, the time counts
+// from its new leader's election, and etcd's lease extension is added: the
+// new leader renews every lease by its election timeout.
+func newChildBound(rd *round, tm timing, bound time.Duration) (latency, limit time.Duration) {
+	latency, limit = rd.latency, tm.ttl+tm.reconcile+bound
+	if rd.kind == faultStoreLeader {
+		latency, limit = rd.next.time().Sub(rd.healAt), limit+etcdLeaseExtension
+	}
+	return latency, limit
+}
+
+// exitRound is the number of the kill or term fault that ended r, or 0
 // when stopAll did.
-func exitRound(r *replica, byToken map[int64]*round) int64 {
-	for tok, rd := range byToken {
-		if rd.rep == r && (rd.kind == faultKill || rd.kind == faultTerm) {
-			return tok
+func exitRound(r *replica, rounds []*round) int {
+	for _, rd := range rounds {
+		if rd.skipped == "" && rd.rep == r && (rd.kind == faultKill || rd.kind == faultTerm) {
+			return rd.n
 		}
 	}
 	return 0
@@ -381,7 +672,7 @@ func exitRound(r *replica, byToken map[int64]*round) int64 {
 
 // checkExits: every replica the driver ended exited with the documented
 // status, and no other replica exited.
-func (res *result) checkExits(reps []*replica, byToken map[int64]*round) {
+func (res *result) checkExits(reps []*replica, rounds []*round) {
 	for _, r := range reps {
 		if !r.exited() {
 			continue // still running: stopAll reports it
@@ -393,7 +684,7 @@ func (res *result) checkExits(reps []*replica, byToken map[int64]*round) {
 		case !slices.Contains(r.want, got):
 			res.violations = append(res.violations, fmt.Sprintf("replica %s (%s, sent %v) exited %q, want %q",
 				r.identity, r.wantWhy, r.stopSig, got, r.want))
-			res.badExits[exitRound(r, byToken)]++
+			res.badExits[exitRound(r, rounds)]++
 		}
 		if r.exitNote != "" {
 			res.violations = append(res.violations, fmt.Sprintf("replica %s: %s", r.identity, r.exitNote))

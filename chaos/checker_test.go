@@ -48,6 +48,13 @@ func faultRound(n int, kind, variant string, token int64, at, healAt int64, next
 	return rd
 }
 
+// checkOne checks a run of one name, with fenced writes when dbw is not
+// nil.
+func checkOne(evs []event, rounds []*round, reps []*replica, dbw []dbWrite, tm timing, bound time.Duration, survivors []string) *result {
+	return check(input{events: evs, rounds: rounds, replicas: reps, writes: dbw, fenced: dbw != nil,
+		timing: tm, bound: bound, survivors: survivors})
+}
+
 func hasViolation(res *result, substr string) bool {
 	for _, v := range res.violations {
 		if strings.Contains(v, substr) {
@@ -65,7 +72,7 @@ func TestCheckCleanHandOff(t *testing.T) {
 		start(12*sec+1e6, 200, 2, 1, ""),
 	)
 	rd := faultRound(1, faultTerm, variantPlain, 1, 12*sec-1e6, 0, evs[3])
-	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if len(res.violations) != 0 || len(res.overlaps) != 0 {
 		t.Errorf("violations %q, overlaps %v; want none", res.violations, res.overlaps)
 	}
@@ -88,7 +95,7 @@ func TestCheckOverlapIsViolation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			evs := events(t, tc.evs...)
 			rd := faultRound(1, faultKill, variantPlain, 1, 10*sec+5e8, 0, evs[1])
-			res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+			res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 			if !hasViolation(res, "overlap after round 1") {
 				t.Errorf("violations %q; want an overlap", res.violations)
 			}
@@ -106,20 +113,20 @@ func TestCheckFrozenSupervisor(t *testing.T) {
 	)
 	thawed := int64(14 * sec)
 	rd := faultRound(1, faultStop, variantPlain, 1, 10*sec+1e8, thawed, evs[1])
-	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if len(res.violations) != 0 {
 		t.Errorf("violations %q; want none", res.violations)
 	}
 	if len(res.overlaps) != 1 || res.overlaps[0].class != "frozen" {
 		t.Errorf("overlaps %+v; want one frozen", res.overlaps)
 	}
-	if got, want := res.staleRefused[1], 1; got != want {
+	if got, want := res.staleRefused[tkey{"", 1}], 1; got != want {
 		t.Errorf("stale refused = %d, want %d", got, want)
 	}
 
 	// Thawed, the supervisor must stop the child within the kill grace.
 	evs[4] = events(t, ev("overlap-end", 17*sec, 200, 2, "waited=4000000000"))[0]
-	res = check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res = checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if !hasViolation(res, "after SIGCONT") {
 		t.Errorf("violations %q; want a slow stop after SIGCONT", res.violations)
 	}
@@ -139,8 +146,8 @@ func TestCheckStaleWrites(t *testing.T) {
 		{id: 2, token: 2, at: time.Unix(0, 13*sec+2e6)},
 		{id: 3, token: 1, at: time.Unix(0, 13*sec+3e6)},
 	}
-	res := check(evs, []*round{rd}, nil, dbw, testTiming, time.Second, nil)
-	if got, want := res.staleAccepted[1], 1; got != want {
+	res := checkOne(evs, []*round{rd}, nil, dbw, testTiming, time.Second, nil)
+	if got, want := res.staleAccepted[tkey{"", 1}], 1; got != want {
 		t.Errorf("stale accepted = %d, want %d", got, want)
 	}
 	for _, want := range []string{"stale write accepted", "chaos_writes id 3: token 1 committed after token 2", "chaos_writes id 3: token 1 inserted"} {
@@ -152,7 +159,7 @@ func TestCheckStaleWrites(t *testing.T) {
 
 func TestCheckTokenOrder(t *testing.T) {
 	evs := events(t, start(10*sec, 100, 5, 1, ""), start(20*sec, 200, 5, 1, ""))
-	res := check(evs, nil, nil, nil, testTiming, time.Second, nil)
+	res := checkOne(evs, nil, nil, nil, testTiming, time.Second, nil)
 	if !hasViolation(res, "token order") {
 		t.Errorf("violations %q; want a token order violation", res.violations)
 	}
@@ -161,11 +168,11 @@ func TestCheckTokenOrder(t *testing.T) {
 func TestCheckNewLeaderTiming(t *testing.T) {
 	evs := events(t, start(10*sec, 100, 1, 1, ""), ev("stop", 11*sec, 100, 1, ""), start(15*sec, 200, 2, 1, ""))
 	late := faultRound(1, faultKill, variantPlain, 1, 11*sec-1, 0, evs[2]) // 4s > TTL 3s + 0.5s
-	if res := check(evs, []*round{late}, nil, nil, testTiming, 500*time.Millisecond, nil); !hasViolation(res, "more than TTL") {
+	if res := checkOne(evs, []*round{late}, nil, nil, testTiming, 500*time.Millisecond, nil); !hasViolation(res, "more than TTL") {
 		t.Errorf("violations %q; want a late leader", res.violations)
 	}
 	early := faultRound(1, faultKill, variantPlain, 1, 14*sec, 0, evs[2]) // 1s < TTL − G = 2s
-	if res := check(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "before the lease could expire") {
+	if res := checkOne(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "before the lease could expire") {
 		t.Errorf("violations %q; want an early takeover", res.violations)
 	}
 }
@@ -179,7 +186,7 @@ func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
 	)
 	rd := faultRound(1, faultKill, armEscape, 1, 10*sec+5e8, 0, evs[2])
 	rd.orphans = []proc{{101, 1, "grandchild", 1}}
-	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if len(res.violations) != 0 {
 		t.Errorf("violations %q; want none", res.violations)
 	}
@@ -188,7 +195,7 @@ func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
 	}
 	// The same overlap by a grandchild after SIGTERM is a violation.
 	rd.kind = faultTerm
-	res = check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res = checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if !hasViolation(res, "grandchild") {
 		t.Errorf("violations %q; want the grandchild's overlap", res.violations)
 	}
@@ -202,7 +209,7 @@ func TestCheckExitStatus(t *testing.T) {
 		{identity: "r1g2", done: done, status: "exit status 1"},
 		{identity: "r2g3", done: done, status: "exit status 0", stopSig: 15, want: []string{"exit status 0"}},
 	}
-	res := check(nil, nil, reps, nil, testTiming, time.Second, []string{"grandchild pid 7 of token 1"})
+	res := checkOne(nil, nil, reps, nil, testTiming, time.Second, []string{"grandchild pid 7 of token 1"})
 	for _, want := range []string{`replica r0g1 (leader, sent terminated) exited "exit status 0"`, "replica r1g2 exited on its own", "survived the run: grandchild pid 7"} {
 		if !hasViolation(res, want) {
 			t.Errorf("violations %q; want %q", res.violations, want)
@@ -229,12 +236,12 @@ func TestCheckFrozenSQLiteLockHolderIsKnownLimitation(t *testing.T) {
 	evs := events(t, start(10*sec, 100, 1, 1, ""), ev("stop", 14*sec+6e8, 100, 1, ""), start(14*sec+7e8, 200, 2, 1, ""))
 	rd := faultRound(1, faultStop, variantPlain, 1, 10*sec, 14*sec+5e8, evs[2]) // 4.7s > TTL 3s + 1s
 	rd.storeBlocked = true
-	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if len(res.violations) != 0 || len(res.known["L1"]) != 1 {
 		t.Errorf("violations %q, known %v; want none and L1", res.violations, res.known)
 	}
 	rd.storeBlocked = false
-	if res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "more than TTL") {
+	if res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "more than TTL") {
 		t.Errorf("violations %q; want a late leader", res.violations)
 	}
 }
@@ -250,7 +257,7 @@ func TestCheckFrozenOverlapBoundedWithoutNextChild(t *testing.T) {
 	)
 	rd := faultRound(1, faultStop, variantPlain, 1, 10*sec+1e8, 14*sec, evs[1])
 	rd.gotNext = false
-	res := check(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
+	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if !hasViolation(res, "after SIGCONT") {
 		t.Errorf("violations %q; want the old child running 4s after SIGCONT reported", res.violations)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // tick is how often the child and the grandchild record that they are
@@ -26,21 +27,23 @@ const tick = 100 * time.Millisecond
 const fenceSQLState = "LR001"
 
 // childMain is the recording child leaderrun supervises. It records its
-// start (and whether it could take the tenure lock, i.e. whether no earlier
-// tenure's process was still alive), a fenced write or beat every tick, the
-// SIGTERM it ignores when armed to, and its stop. Armed to escape, it starts
-// a grandchild in a new session that inherits the tenure lock.
+// start (and whether it could take its partition's tenure lock, i.e.
+// whether no earlier tenure's process of that partition was still alive), a
+// fenced write or beat every tick, the SIGTERM it ignores when armed to,
+// and its stop. Armed to escape, it starts a grandchild in a new session
+// that inherits the tenure lock.
 func childMain() int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	dir := os.Getenv(envDir)
 	token := os.Getenv("LEADERRUN_TOKEN")
-	rec, err := openRecorder(dir, token)
+	part := os.Getenv("LEADERRUN_PARTITION")
+	rec, err := openRecorder(dir, token, part)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(lockFile(dir, part), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		rec.emit("error", "err", err)
 		return 2
@@ -55,8 +58,12 @@ func childMain() int {
 	}
 	stime, _ := procStartTime(os.Getpid())
 	started := time.Now()
-	rec.emitAt(started, "start", "ppid", os.Getppid(), "stime", stime,
-		"holder", os.Getenv("LEADERRUN_HOLDER"), "excl", boolInt(excl), "lockholders", holders)
+	kv := []any{"ppid", os.Getppid(), "stime", stime,
+		"holder", os.Getenv("LEADERRUN_HOLDER"), "excl", boolInt(excl), "lockholders", holders}
+	if n := os.Getenv("LEADERRUN_PARTITIONS"); n != "" {
+		kv = append(kv, "partitions", n)
+	}
+	rec.emitAt(started, "start", kv...)
 	if !excl {
 		go func() {
 			unix.Flock(int(lock.Fd()), unix.LOCK_EX)
@@ -64,7 +71,7 @@ func childMain() int {
 		}()
 	}
 	tok, _ := strconv.ParseInt(token, 10, 64)
-	go recordLoop(rec, tok, "child")
+	go recordLoop(rec, tok, part, "child")
 
 	ignoreTerm, escaped := false, false
 	poll := time.NewTicker(tick / 2)
@@ -82,7 +89,7 @@ func childMain() int {
 			if ignoreTerm && escaped {
 				continue
 			}
-			data, err := os.ReadFile(controlFile(dir, tok))
+			data, err := os.ReadFile(controlFile(dir, part, tok))
 			if err != nil {
 				continue
 			}
@@ -93,7 +100,7 @@ func childMain() int {
 					rec.emit("armed", "what", what)
 				case what == armEscape && !escaped:
 					escaped = true
-					gpid, err := startGrandchild(lock, token)
+					gpid, err := startGrandchild(lock, token, part)
 					if err != nil {
 						rec.emit("error", "err", err)
 						continue
@@ -107,13 +114,13 @@ func childMain() int {
 
 // startGrandchild starts this binary as a grandchild in a new session, so
 // that it leaves the child's process group, with the tenure lock as fd 3.
-func startGrandchild(lock *os.File, token string) (int, error) {
+func startGrandchild(lock *os.File, token, part string) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, err
 	}
 	c := exec.Command(self)
-	c.Env = append(os.Environ(), envRole+"="+roleGrandchild, envToken+"="+token)
+	c.Env = append(os.Environ(), envRole+"="+roleGrandchild, envToken+"="+token, envPart+"="+part)
 	c.ExtraFiles = []*os.File{lock}
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err != nil {
@@ -126,26 +133,29 @@ func startGrandchild(lock *os.File, token string) (int, error) {
 // grandchildMain records its start and then a fenced write or beat every
 // tick until it is killed. Its fd 3 keeps the tenure lock held.
 func grandchildMain() int {
-	token := os.Getenv(envToken)
-	rec, err := openRecorder(os.Getenv(envDir), token)
+	token, part := os.Getenv(envToken), os.Getenv(envPart)
+	rec, err := openRecorder(os.Getenv(envDir), token, part)
 	if err != nil {
 		return 2
 	}
 	stime, _ := procStartTime(os.Getpid())
 	rec.emit("gstart", "ppid", os.Getppid(), "stime", stime)
 	tok, _ := strconv.ParseInt(token, 10, 64)
-	recordLoop(rec, tok, "grandchild")
+	recordLoop(rec, tok, part, "grandchild")
 	return 0
 }
 
-// recordLoop records a fenced write (PostgreSQL) or a beat (SQLite) every
-// tick, for ever.
-func recordLoop(rec *recorder, token int64, role string) {
-	w := &fencedWriter{dsn: os.Getenv(envPGDSN), schema: os.Getenv(envSchema), token: token, role: role}
+// recordLoop records a fenced write (PostgreSQL, MySQL) or a beat (the
+// other stores) every tick, for ever.
+func recordLoop(rec *recorder, token int64, part, role string) {
+	w := newFencer(os.Getenv(envFence), fenceTarget{
+		dsn: os.Getenv(envFenceDSN), schema: os.Getenv(envSchema),
+		name: fenceName(part), token: token, part: part, role: role,
+	})
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for range t.C {
-		if w.dsn == "" {
+		if w == nil {
 			rec.emit("beat", "role", role)
 			continue
 		}
@@ -159,17 +169,52 @@ func recordLoop(rec *recorder, token int64, role string) {
 	}
 }
 
-// fencedWriter makes the write a child of leaderrun would make: in one
-// transaction, fence(name, token), then an insert, then commit.
-type fencedWriter struct {
-	dsn, schema string
-	token       int64
-	role        string
-	conn        *pgx.Conn
+// fenceName is the lease a child of partition part ("" for one name)
+// fences its writes with.
+func fenceName(part string) string {
+	if part == "" {
+		return leaseName
+	}
+	p, _ := strconv.Atoi(part)
+	return lease.PartitionKey(leaseName, p)
 }
 
-// write returns "ok" (committed), "refused" (LR001) or "error".
-func (w *fencedWriter) write() (string, error) {
+// fenceTarget is what a fenced write needs to know.
+type fenceTarget struct {
+	dsn, schema string
+	name        string // the lease: the name, or a partition's key
+	token       int64
+	part        string
+	role        string
+}
+
+// fencer makes the write a child of leaderrun would make: in one
+// transaction, the store's fence for (name, token), then an insert, then
+// commit. write returns "ok" (committed), "refused" (the fence's SQLSTATE
+// LR001) or "error".
+type fencer interface {
+	write() (string, error)
+}
+
+// newFencer returns the fencer of store kind, or nil when the children
+// beat instead.
+func newFencer(kind string, t fenceTarget) fencer {
+	switch kind {
+	case fencePostgres:
+		return &pgFencer{fenceTarget: t}
+	case fenceMySQL:
+		return &mysqlFencer{fenceTarget: t}
+	}
+	return nil
+}
+
+// pgFencer writes through PostgreSQL's fence function.
+type pgFencer struct {
+	fenceTarget
+	conn *pgx.Conn
+}
+
+func (w *pgFencer) write() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if w.conn == nil {
@@ -192,18 +237,18 @@ func (w *fencedWriter) write() (string, error) {
 	return "error", err
 }
 
-func (w *fencedWriter) fenced(ctx context.Context) error {
+func (w *pgFencer) fenced(ctx context.Context) error {
 	tx, err := w.conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.Background())
 	schema := pgx.Identifier{w.schema}.Sanitize()
-	if _, err := tx.Exec(ctx, "SELECT "+schema+".fence($1, $2)", leaseName, w.token); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT "+schema+".fence($1, $2)", w.name, w.token); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".chaos_writes (token, pid, role) VALUES ($1, $2, $3)",
-		w.token, os.Getpid(), w.role); err != nil {
+	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".chaos_writes (token, part, pid, role) VALUES ($1, $2, $3, $4)",
+		w.token, w.part, os.Getpid(), w.role); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

@@ -7,33 +7,43 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/etcdtest"
 	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 )
 
 // replicaCount is how many leaderrun replicas campaign for the name.
 const replicaCount = 3
 
-// cluster is one store's replicas, their proxies (PostgreSQL) and the event
-// log of their children.
+// cluster is one store's replicas, their proxies (networked stores) and
+// the event log of their children.
 type cluster struct {
 	t     *testing.T
-	store string // "sqlite" or "postgres"
+	store string // one of storeKinds
 	dir   string
 	bin   string // leaderrun
 	self  string // this test binary, the recording child
 	env   []string
+	// partitions is the replicas' --partitions; 0 for one name.
+	partitions int
 
 	dsn     func(idx int) string // replica idx's --store
-	proxies []*tcpproxy.Proxy    // per replica; nil on SQLite
-	pg      *pgSide              // nil on SQLite
+	proxies [][]*tcpproxy.Proxy  // per replica, one per server; nil on SQLite
+	fence   writesTable          // the children's fenced writes; nil where the store has no fence
+	// killSessions ends replica idx's sessions from the server's side and
+	// says how many it ended; nil where the store cannot.
+	killSessions func(idx int) (int, error)
+	etcd         *etcdtest.Cluster // the run's own; nil but on etcd
 
 	timing timing
 	log    *eventLog
+	// stopAt is when the driver began stopping the replicas at the end.
+	stopAt time.Time
 
 	reps []*replica // the current generation of each replica
 	all  []*replica // every generation ever started
@@ -43,7 +53,14 @@ type cluster struct {
 // timing is the replicas' timing model.
 type timing struct {
 	ttl, grace, deadline, interval time.Duration
+	// reconcile is the partitioned replicas' --reconcile-interval; 0 for
+	// one name.
+	reconcile time.Duration
 }
+
+// reconcileInterval is the partitioned replicas' --reconcile-interval: a
+// partition whose owner died is taken over within the TTL plus this.
+const reconcileInterval = time.Second
 
 // readTiming takes the timing a replica logged when it began campaigning
 // (or, partitioned, joining the group); durations are logged as text
@@ -102,6 +119,7 @@ type replica struct {
 	logPath  string
 	done     chan struct{} // closed once the process was reaped
 	status   string        // once done: how it ended, as os.ProcessState.String says
+	exitAt   time.Time     // once done: when it was reaped
 
 	stopSig  syscall.Signal // the signal the driver ended it with
 	stopAt   time.Time
@@ -131,8 +149,12 @@ func (c *cluster) startReplica(idx int) *replica {
 		"--name", leaseName, "--store", c.dsn(idx), "--identity", r.identity,
 		"--ttl", c.timing.ttl.String(), "--kill-grace", c.timing.grace.String(),
 		"--restart-delay", "100ms", "--log-format", "json", "--log-level", "debug",
-		"--", c.self,
 	}
+	if c.partitions > 0 {
+		args = append(args, "--partitions", strconv.Itoa(c.partitions),
+			"--reconcile-interval", c.timing.reconcile.String())
+	}
+	args = append(args, "--", c.self)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = c.env
 	cmd.Dir = c.dir
@@ -142,7 +164,9 @@ func (c *cluster) startReplica(idx int) *replica {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a replica does not outlive a test binary that was killed
+	// (its cleanup, which kills the replicas, then never runs).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := theReaper.startCmd(cmd); err != nil {
 		c.t.Fatalf("start replica %s: %v", r.identity, err)
 	}
@@ -151,7 +175,7 @@ func (c *cluster) startReplica(idx int) *replica {
 	go func() {
 		cmd.Wait()
 		theReaper.forget(r.pid)
-		r.status = cmd.ProcessState.String()
+		r.status, r.exitAt = cmd.ProcessState.String(), time.Now()
 		close(r.done)
 	}()
 	if idx < len(c.reps) {
@@ -209,6 +233,49 @@ func (c *cluster) leader() (event, *replica, bool) {
 	return event{}, nil, false
 }
 
+// held returns, for every partition ("" for the one name) whose latest
+// child is alive and supervised by a running replica, that child's start
+// event.
+func (c *cluster) held() map[string]event {
+	out := map[string]event{}
+	for part, e := range c.log.latestStarts() {
+		r := c.replicaOf(e.kv["holder"])
+		if r != nil && !r.exited() && int(e.int("ppid")) == r.pid && aliveAs(e.pid, uint64(e.int("stime"))) {
+			out[part] = e
+		}
+	}
+	return out
+}
+
+// parts lists the run's partitions as the events name them: "0" … "N-1",
+// or "" for the one name.
+func (c *cluster) parts() []string {
+	if c.partitions == 0 {
+		return []string{""}
+	}
+	ps := make([]string, c.partitions)
+	for i := range ps {
+		ps[i] = strconv.Itoa(i)
+	}
+	return ps
+}
+
+// waitHeld waits up to d until every partition (or the one name) has a
+// child, and returns their start events.
+func (c *cluster) waitHeld(d time.Duration) (map[string]event, bool) {
+	deadline := time.Now().Add(d)
+	for {
+		h := c.held()
+		if len(h) == len(c.parts()) {
+			return h, true
+		}
+		if time.Now().After(deadline) {
+			return h, false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitLeader waits up to d for a leader.
 func (c *cluster) waitLeader(d time.Duration) (event, *replica, bool) {
 	deadline := time.Now().Add(d)
@@ -225,8 +292,20 @@ func (c *cluster) waitLeader(d time.Duration) (event, *replica, bool) {
 
 // stopAll ends the run as an operator would: SIGTERM to the standbys, then
 // to the leader, each expecting its documented status; whatever does not
-// exit in time is killed with its process group and reported.
+// exit in time is killed with its process group and reported. Partitioned,
+// the replicas leave one after the other, each handing its partitions to
+// those left.
 func (c *cluster) stopAll() {
+	c.stopAt = time.Now()
+	if c.partitions > 0 {
+		for _, r := range c.reps {
+			if !r.exited() {
+				c.terminate(r)
+				c.awaitOrKill(r, c.timing.grace+10*time.Second)
+			}
+		}
+		return
+	}
 	_, lead, _ := c.leader()
 	var standbys []*replica
 	for _, r := range c.reps {
@@ -254,8 +333,12 @@ func (c *cluster) terminate(r *replica) {
 
 // expectTerm is the status a replica must exit with when SIGTERM'd now:
 // its child's (the recording child exits childExitCode; one armed to ignore
-// SIGTERM is killed), or 0 for a standby.
+// SIGTERM is killed), or 0 for a standby. A partitioned replica exits 0
+// once it has handed off its partitions.
 func (c *cluster) expectTerm(r *replica) ([]string, string) {
+	if c.partitions > 0 {
+		return []string{"exit status 0"}, "partitioned: 0 once stopped"
+	}
 	evs := c.log.snapshot()
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := evs[i]
@@ -318,19 +401,21 @@ func (c *cluster) kill() {
 // closeProxies closes every proxy and checks that none still listens.
 func (c *cluster) closeProxies() []string {
 	var problems []string
-	for i, p := range c.proxies {
-		if p == nil {
-			continue
+	for i, ps := range c.proxies {
+		for j, p := range ps {
+			if p == nil {
+				continue
+			}
+			addr := p.Addr()
+			if err := p.Close(); err != nil {
+				problems = append(problems, fmt.Sprintf("proxy %d.%d: close: %v", i, j, err))
+			}
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				conn.Close()
+				problems = append(problems, fmt.Sprintf("proxy %d.%d still accepts on %s after Close", i, j, addr))
+			}
+			ps[j] = nil
 		}
-		addr := p.Addr()
-		if err := p.Close(); err != nil {
-			problems = append(problems, fmt.Sprintf("proxy %d: close: %v", i, err))
-		}
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			problems = append(problems, fmt.Sprintf("proxy %d still accepts on %s after Close", i, addr))
-		}
-		c.proxies[i] = nil
 	}
 	return problems
 }

@@ -1,35 +1,56 @@
 // Package chaos is leaderrun's fault-injection suite. It has no API; its
-// tests build the leaderrun binary, start three replicas per store (SQLite
-// and PostgreSQL) that supervise a recording child, inject faults at random
-// moments, and check the children's logs against docs/design.md §1:
+// tests build the leaderrun binary, start three replicas per store that
+// supervise a recording child — campaigning for one name, and, in a second
+// run per store, sharing the partitions of one name (--partitions N) — inject
+// faults at random moments, and check the children's logs against
+// docs/design.md §1 and, partitioned, §9 — for the one name, and for every
+// partition on its own:
 //
 //   - no two tenures' processes (child and every descendant) run at once,
 //     except when a supervisor was frozen (SIGSTOP) past its deadline;
-//     then the stale child's fenced writes must be refused;
+//     then the stale child's fenced writes must be refused. Children of
+//     different partitions may run at once;
 //   - tokens strictly increase in start order;
-//   - no process outlives its run;
-//   - after every fault a new child starts within the TTL plus a bound;
+//   - no process outlives its run, and no child ends unless it is stopped
+//     (one partition's stop never kills another's processes);
+//   - after every fault a new child starts within the TTL (plus,
+//     partitioned, the reconcile interval) plus a bound, and no name or
+//     partition ever goes longer than that without a child;
 //   - every replica exits with the documented status.
 //
-// Faults: SIGKILL, SIGTERM (then restart) and SIGSTOP past the TTL (then
-// SIGCONT) of the leader's leaderrun; on PostgreSQL, the leader's
-// connections reset or blackholed by its own TCP proxy, then healed; each
-// optionally with a child that ignores SIGTERM or that starts a grandchild
-// escaping its process group with setsid.
+// Stores: SQLite, PostgreSQL, MySQL (MariaDB), Redis and etcd (a
+// three-member cluster of the run's own), each networked one reached through
+// a TCP proxy per replica (per member, on etcd). Children write through the
+// store's fence on PostgreSQL and MySQL, and beat elsewhere.
 //
-// Short mode (CI, under three minutes):
+// Faults, aimed at the leader's replica (partitioned: at a replica that
+// holds partitions, hitting every partition it holds): SIGKILL and SIGTERM
+// of its leaderrun, then a restart (a join, partitioned); SIGSTOP past the
+// TTL, then SIGCONT; on networked stores, its connections reset or
+// blackholed by its proxies, then healed, and its sessions ended by the
+// server (pg_terminate_backend, KILL CONNECTION, CLIENT KILL); on etcd,
+// etcd's own leader killed and restarted. The children hit are optionally
+// armed to ignore SIGTERM or to start a grandchild escaping their process
+// group with setsid (partitioned: a random subset of them).
+//
+// Short mode (CI, about a minute for the package; every store, one name and
+// partitioned, at once):
 //
 //	go test ./chaos
 //
-// Long mode, N rounds per store:
+// Long mode, N faults per run:
 //
 //	go test ./chaos -timeout 0 -chaos.rounds=150 -v
 //	LEADERRUN_CHAOS=long go test ./chaos -timeout 0 -v
+//	go test ./chaos -timeout 0 -v -run 'TestChaos/^partitioned-postgres$' -chaos.rounds=300 -chaos.partitions=6
 //
-// Other flags: -chaos.seed (reproduce a schedule), -chaos.store=sqlite or
-// postgres, -chaos.bin (a prebuilt leaderrun instead of building one),
-// -chaos.keep (keep the run directories), -chaos.bound (slack over the TTL
-// allowed for a new leader), -chaos.strict (fail on known defects too).
-// PostgreSQL is the server of package internal/pgtest; without it the
-// postgres half skips, or fails when CI is set.
+// Other flags: -chaos.seed (reproduce a schedule and partition count),
+// -chaos.store=sqlite,postgres,mysql,redis,etcd (the default: all),
+// -chaos.partitions (N for the partitioned runs; -1: none), -chaos.bin (a
+// prebuilt leaderrun instead of building one), -chaos.keep (keep the run
+// directories), -chaos.bound (slack over the TTL allowed for a new child),
+// -chaos.strict (fail on known defects too), -chaos.parallel (runs at
+// once). Each server is that of package internal/pgtest, mysqltest,
+// redistest or etcdtest; without it that store's runs skip, or fail when CI
+// is set.
 package chaos

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"io"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ type event struct {
 	at    int64 // wall clock, ns
 	pid   int
 	token int64
+	part  string // the partition, "" for one name
 	kv    map[string]string
 	line  int // 1-based line number: the order of the appends
 }
@@ -27,7 +29,7 @@ func (e event) int(key string) int64 {
 	return n
 }
 
-// parseEvent parses "KIND at=NS pid=P token=T k=v ...".
+// parseEvent parses "KIND at=NS pid=P token=T [part=N] k=v ...".
 func parseEvent(line string) (event, bool) {
 	f := strings.Fields(line)
 	if len(f) < 4 {
@@ -46,6 +48,7 @@ func parseEvent(line string) (event, bool) {
 	e.token, err2 = strconv.ParseInt(e.kv["token"], 10, 64)
 	pid, err3 := strconv.Atoi(e.kv["pid"])
 	e.pid = pid
+	e.part = e.kv["part"]
 	return e, err1 == nil && err2 == nil && err3 == nil
 }
 
@@ -55,7 +58,8 @@ type eventLog struct {
 
 	mu     sync.Mutex // guards the fields below
 	events []event
-	bad    []string // lines that did not parse
+	latest map[string]event // the latest start event of each partition ("" for the one name)
+	bad    []string         // lines that did not parse
 	off    int64
 	part   string // an incomplete last line
 	lines  int
@@ -87,6 +91,12 @@ func (l *eventLog) refresh() {
 		if e, ok := parseEvent(strings.TrimSuffix(s, "\n")); ok {
 			e.line = l.lines
 			l.events = append(l.events, e)
+			if e.kind == "start" {
+				if l.latest == nil {
+					l.latest = map[string]event{}
+				}
+				l.latest[e.part] = e
+			}
 		} else {
 			l.bad = append(l.bad, s)
 		}
@@ -99,6 +109,15 @@ func (l *eventLog) snapshot() []event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.events[:len(l.events):len(l.events)]
+}
+
+// latestStarts returns the latest start event of each partition ("" for
+// the one name), refreshed.
+func (l *eventLog) latestStarts() map[string]event {
+	l.refresh()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.latest)
 }
 
 // waitEvent polls until pred matches an event at index ≥ from, or the

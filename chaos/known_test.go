@@ -1,12 +1,18 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/lease"
+	leaseetcd "github.com/leaderrun/leaderrun/lease/etcd"
 )
 
 // Each known defect (knownDefects) has a deterministic reproduction here.
@@ -34,13 +40,13 @@ func fixedKnown(t *testing.T, id string) {
 // nearest subreaper (here the test) or init and runs on.
 func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, "sqlite", 1)
+	c := newCluster(t, "sqlite", 1, 0)
 	lead, rep, ok := c.waitLeader(leaderWait)
 	if !ok {
 		t.Fatal("no leader")
 	}
-	rd := &round{}
-	if !c.arm(rd, lead, armEscape) {
+	rd := &round{token: lead.token}
+	if !c.arm(rd, armEscape) {
 		t.Fatal(rd.skipped)
 	}
 	rep.signal(syscall.SIGKILL)
@@ -71,17 +77,17 @@ func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 // dead child's status, dying by SIGKILL for a child that ignored SIGTERM.)
 func TestStopDuringReleaseAfterLostTenureExitsZero(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, "postgres", 1)
+	c := newCluster(t, "postgres", 1, 0)
 	lead, rep, ok := c.waitLeader(leaderWait)
 	if !ok {
 		t.Fatal("no leader")
 	}
-	rd := &round{}
-	if !c.arm(rd, lead, armIgnoreTerm) {
+	rd := &round{token: lead.token}
+	if !c.arm(rd, armIgnoreTerm) {
 		t.Fatal(rd.skipped)
 	}
-	c.proxies[0].Blackhole()
-	defer c.proxies[0].Pass()
+	c.proxies[0][0].Blackhole()
+	defer c.proxies[0][0].Pass()
 	limit := c.timing.deadline + c.timing.grace + 5*time.Second
 	if !awaitLogMsg(rep.logPath, "command stopped", limit) {
 		t.Fatalf("no \"command stopped\" within %v of the blackhole:\n%s", limit, replicaLogTail(rep.logPath, 20))
@@ -136,4 +142,68 @@ func awaitLogMsg(path, msg string, d time.Duration) bool {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// D3: on etcd, a partition whose tenure ended without a release (its
+// member's renewals failed for the renew deadline, then the release failed
+// too — "it expires on its own", the replica logs) stays attached to the
+// member's etcd lease, which the member's later rounds keep alive: the
+// partition is held, by a tenure nobody serves, until the member leaves.
+// Neither another member nor the member itself can take it. Here member a
+// claims partition 0 in one round, then stops claiming it (its tenure is
+// over) without releasing it, and goes on renewing; member b must be able
+// to take partition 0 once a's last claim of it has expired (TTL), and
+// cannot.
+func TestKnownDefectD3EtcdUnreleasedPartitionOutlivesItsTenure(t *testing.T) {
+	t.Parallel()
+	ec := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := leaseetcd.Open(ctx, "etcd://"+strings.Join(ec.Endpoints(), ",")+"/"+etcdtest.RandomPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const ttl = 2 * time.Second
+	name := lease.PartitionKey("g", 0)
+	for _, m := range []string{"a", "b"} {
+		if _, err := s.Join(ctx, "g", 2, m, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := s.Acquire(ctx, name, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := time.Now()
+	if _, err := s.RenewMember(ctx, "g", "a", []lease.Claim{{Partition: 0, Token: rec.Token}}, ttl); err != nil {
+		t.Fatal(err)
+	}
+	// a's tenure of partition 0 is over (not claimed again, not released);
+	// a and b go on with their rounds, every quarter of the TTL.
+	var held error
+	for time.Since(claimed) < 3*ttl {
+		for _, m := range []string{"a", "b"} {
+			if _, err := s.RenewMember(ctx, "g", m, nil, ttl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(ttl / 4)
+		if time.Since(claimed) < ttl+time.Second {
+			continue
+		}
+		got, err := s.Acquire(ctx, name, "b", ttl)
+		if err == nil {
+			t.Logf("b took partition 0 (token %d) %v after a's last claim", got.Token, time.Since(claimed).Round(time.Millisecond))
+			fixedKnown(t, "D3")
+			return
+		}
+		held = err
+	}
+	var he *lease.HeldError
+	if !errors.As(held, &he) {
+		t.Fatalf("b's Acquire of partition 0: %v, want it granted (or, the known defect, a *lease.HeldError)", held)
+	}
+	reportKnown(t, "D3", "partition 0 still held by %q with token %d %v after a's last claim of it (TTL %v): %v",
+		he.Record.Holder, he.Record.Token, time.Since(claimed).Round(time.Millisecond), ttl, held)
 }

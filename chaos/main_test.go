@@ -14,16 +14,20 @@ import (
 )
 
 var (
-	flagRounds = flag.Int("chaos.rounds", 0, "rounds (faults) per store; 0: the short mode's schedule, or 150 with LEADERRUN_CHAOS=long")
-	flagSeed   = flag.Int64("chaos.seed", 0, "seed of the fault schedule; 0: from the clock (printed)")
-	flagStore  = flag.String("chaos.store", "sqlite,postgres", "stores to test, comma-separated")
-	flagBin    = flag.String("chaos.bin", "", "a prebuilt leaderrun binary (default: go build the module's)")
-	flagKeep   = flag.Bool("chaos.keep", false, "keep each run's directory (event log, replicas' logs) and print its path")
-	flagBound  = flag.Duration("chaos.bound", time.Second, "how much longer than the TTL a fault may leave the name without a child")
-	flagStrict = flag.Bool("chaos.strict", false, "fail on known defects too")
-	flagTTL    = flag.Duration("chaos.ttl", 3*time.Second, "--ttl of the replicas")
-	flagGrace  = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
-	flagInject = flag.Float64("chaos.min-injected", 0.8, "fraction of the rounds that must inject their fault; fewer fails the run")
+	flagRounds     = flag.Int("chaos.rounds", 0, "faults per run; 0: the short mode's schedule, or 150 with LEADERRUN_CHAOS=long")
+	flagSeed       = flag.Int64("chaos.seed", 0, "seed of the fault schedule (and of the partition count); 0: from the clock (printed)")
+	flagStore      = flag.String("chaos.store", strings.Join(storeKinds, ","), "stores to test, comma-separated")
+	flagPartitions = flag.Int("chaos.partitions", 0, "partitions of the partitioned runs (on every store of -chaos.store); "+
+		"0: 4 to 8, drawn from the seed; -1: no partitioned runs")
+	flagParallel = flag.Int("chaos.parallel", 16, "runs (store × mode) at once")
+	flagFaults   = flag.String("chaos.faults", "", "with -chaos.rounds: draw only from these faults, comma-separated (default: every fault of the store)")
+	flagBin      = flag.String("chaos.bin", "", "a prebuilt leaderrun binary (default: go build the module's)")
+	flagKeep     = flag.Bool("chaos.keep", false, "keep each run's directory (event log, replicas' logs) and print its path")
+	flagBound    = flag.Duration("chaos.bound", time.Second, "how much longer than the TTL (plus, partitioned, the reconcile interval) a fault may leave a name or partition without a child")
+	flagStrict   = flag.Bool("chaos.strict", false, "fail on known defects too")
+	flagTTL      = flag.Duration("chaos.ttl", 3*time.Second, "--ttl of the replicas")
+	flagGrace    = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
+	flagInject   = flag.Float64("chaos.min-injected", 0.8, "fraction of the faults that must be injected; fewer fails the run")
 )
 
 // longRounds is the rounds per store of LEADERRUN_CHAOS=long.
@@ -99,6 +103,9 @@ func goTool() string {
 	}
 	return "go"
 }
+
+// wantPartitioned reports whether the partitioned run on store is wanted.
+func wantPartitioned(store string) bool { return *flagPartitions >= 0 && wantStore(store) }
 
 func wantStore(name string) bool {
 	for _, s := range strings.Split(*flagStore, ",") {

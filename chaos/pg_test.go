@@ -8,14 +8,33 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// writesTable is the table of the children's fenced writes, kept in the
+// store itself (PostgreSQL, MySQL): the committed rows are the strongest
+// witness of what a stale child could still do.
+type writesTable interface {
+	// create creates the empty table.
+	create() error
+	// writes returns every committed write in insertion (id) order.
+	writes() ([]dbWrite, error)
+}
+
+// dbWrite is one committed fenced write, as the table has it.
+type dbWrite struct {
+	id    int64
+	token int64
+	part  string // "" for one name
+	pid   int
+	role  string
+	at    time.Time
+}
+
 // pgSide is the PostgreSQL the replicas and the children share.
 type pgSide struct {
 	base   string // the server's DSN, without leaderrun's parameters
 	schema string // the lease schema; also holds chaos_writes
 }
 
-// createWrites creates the table the children's fenced writes insert into.
-func (p *pgSide) createWrites() error {
+func (p *pgSide) create() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, p.base)
@@ -28,22 +47,13 @@ func (p *pgSide) createWrites() error {
 		CREATE TABLE `+s+`.chaos_writes (
 			id    bigserial PRIMARY KEY,
 			token bigint NOT NULL,
+			part  text NOT NULL,
 			pid   int NOT NULL,
 			role  text NOT NULL,
 			at    timestamptz NOT NULL DEFAULT clock_timestamp())`)
 	return err
 }
 
-// dbWrite is one committed fenced write, as the table has it.
-type dbWrite struct {
-	id    int64
-	token int64
-	pid   int
-	role  string
-	at    time.Time
-}
-
-// writes returns every committed write in insertion (id) order.
 func (p *pgSide) writes() ([]dbWrite, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -52,14 +62,14 @@ func (p *pgSide) writes() ([]dbWrite, error) {
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT id, token, pid, role, at FROM `+pgx.Identifier{p.schema}.Sanitize()+`.chaos_writes ORDER BY id`)
+	rows, err := conn.Query(ctx, `SELECT id, token, part, pid, role, at FROM `+pgx.Identifier{p.schema}.Sanitize()+`.chaos_writes ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read chaos_writes: %w", err)
 	}
 	var ws []dbWrite
 	for rows.Next() {
 		var w dbWrite
-		if err := rows.Scan(&w.id, &w.token, &w.pid, &w.role, &w.at); err != nil {
+		if err := rows.Scan(&w.id, &w.token, &w.part, &w.pid, &w.role, &w.at); err != nil {
 			return nil, err
 		}
 		ws = append(ws, w)

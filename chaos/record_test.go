@@ -13,11 +13,19 @@ import (
 // Environment of the recording child and its grandchild. The replicas get
 // these; leaderrun passes them on to the child (it strips only LEADERRUN_*).
 const (
-	envRole   = "CHAOS_ROLE"   // roleChild or roleGrandchild: run as such instead of as a test binary
-	envDir    = "CHAOS_DIR"    // the run directory: event log, tenure lock, control files
-	envPGDSN  = "CHAOS_PGDSN"  // direct DSN for fenced writes; empty on SQLite
-	envSchema = "CHAOS_SCHEMA" // the lease schema, home of fence() and chaos_writes
-	envToken  = "CHAOS_TOKEN"  // the grandchild's inherited token
+	envRole     = "CHAOS_ROLE"      // roleChild or roleGrandchild: run as such instead of as a test binary
+	envDir      = "CHAOS_DIR"       // the run directory: event log, tenure locks, control files
+	envFence    = "CHAOS_FENCE"     // the store the fenced writes go to: fencePostgres, fenceMySQL, or empty for beats
+	envFenceDSN = "CHAOS_FENCE_DSN" // direct DSN for fenced writes
+	envSchema   = "CHAOS_SCHEMA"    // PostgreSQL: the lease schema, home of fence() and chaos_writes
+	envToken    = "CHAOS_TOKEN"     // the grandchild's inherited token
+	envPart     = "CHAOS_PART"      // the grandchild's inherited partition; empty for one name
+)
+
+// Stores with in-database fencing, as envFence names them.
+const (
+	fencePostgres = "postgres"
+	fenceMySQL    = "mysql"
 )
 
 const (
@@ -27,9 +35,18 @@ const (
 
 // Files in the run directory.
 const (
-	eventsFile = "events.log"  // every process appends its events here
-	lockFile   = "tenure.lock" // flock held by a tenure's child and its descendants
+	eventsFile = "events.log" // every process appends its events here
 )
+
+// lockFile is the file a tenure's child and its descendants hold a flock
+// on: one per partition, since children of different partitions may run at
+// once.
+func lockFile(dir, part string) string {
+	if part == "" {
+		return filepath.Join(dir, "tenure.lock")
+	}
+	return filepath.Join(dir, "tenure."+part+".lock")
+}
 
 // leaseName is the name every replica campaigns for.
 const leaseName = "relay"
@@ -38,9 +55,14 @@ const leaseName = "relay"
 // SIGTERM'd leader must exit with it.
 const childExitCode = 3
 
-// controlFile is where the driver arms the child of tenure token.
-func controlFile(dir string, token int64) string {
-	return filepath.Join(dir, "control."+strconv.FormatInt(token, 10))
+// controlFile is where the driver arms the child of tenure token of
+// partition part ("" for one name). Tokens of different partitions may be
+// equal.
+func controlFile(dir, part string, token int64) string {
+	if part == "" {
+		return filepath.Join(dir, "control."+strconv.FormatInt(token, 10))
+	}
+	return filepath.Join(dir, "control."+part+"."+strconv.FormatInt(token, 10))
 }
 
 // Arming a child: what the driver writes to its control file.
@@ -55,23 +77,28 @@ type recorder struct {
 	f     *os.File
 	pid   int
 	token string
+	part  string // "" for one name
 }
 
-func openRecorder(dir, token string) (*recorder, error) {
+func openRecorder(dir, token, part string) (*recorder, error) {
 	f, err := os.OpenFile(filepath.Join(dir, eventsFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &recorder{f: f, pid: os.Getpid(), token: token}, nil
+	return &recorder{f: f, pid: os.Getpid(), token: token, part: part}, nil
 }
 
-// emit writes "KIND at=NS pid=P token=T k=v ..." with at the time now.
+// emit writes "KIND at=NS pid=P token=T [part=N] k=v ..." with at the
+// time now.
 func (r *recorder) emit(kind string, kv ...any) { r.emitAt(time.Now(), kind, kv...) }
 
 // emitAt writes an event that happened at at.
 func (r *recorder) emitAt(at time.Time, kind string, kv ...any) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s at=%d pid=%d token=%s", kind, at.UnixNano(), r.pid, r.token)
+	if r.part != "" {
+		fmt.Fprintf(&b, " part=%s", r.part)
+	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		v := fmt.Sprint(kv[i+1])
 		v = strings.Map(func(c rune) rune {

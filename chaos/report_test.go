@@ -14,88 +14,113 @@ import (
 // child variant.
 type row struct {
 	kind, variant               string
-	n                           int
-	overlaps, frozen, known     int
+	faults                      map[int]bool // the faults (round numbers) of this row
+	n                           int          // tenures hit
+	overlaps, frozen            int
+	known                       map[int]bool
 	staleAccepted, staleRefused int
 	orphans, badExits, late     int
+	kept                        int // tenures that went on after a transient fault
 	latencies                   []time.Duration
 	maxFrozen                   time.Duration
 }
 
-// summarize prints the store's table and the lines that explain it.
-func summarize(w io.Writer, store string, res *result, tm timing, bound time.Duration, seed uint64, elapsed time.Duration) {
+func newRow(kind, variant string) *row {
+	return &row{kind: kind, variant: variant, faults: map[int]bool{}, known: map[int]bool{}}
+}
+
+// summarize prints the run's table and the lines that explain it.
+func summarize(w io.Writer, label string, res *result, tm timing, bound time.Duration, seed uint64, elapsed time.Duration) {
 	rows := map[string]*row{}
 	var order []string
 	get := func(kind, variant string) *row {
 		k := kind + "/" + variant
 		if rows[k] == nil {
-			rows[k] = &row{kind: kind, variant: variant}
+			rows[k] = newRow(kind, variant)
 			order = append(order, k)
 		}
 		return rows[k]
 	}
-	byToken := map[int64]*row{}
-	skipped := 0
+	// A tenure's overlaps and stale writes count in the row of the last
+	// fault that hit it: the one that ended it (an earlier, transient one
+	// left it intact).
+	byKey := map[tkey]*row{}
+	byFault := map[int]*row{}
+	skipped, faults := map[int]bool{}, map[int]bool{}
 	for _, rd := range res.rounds {
+		faults[rd.n] = true
 		if rd.skipped != "" {
-			skipped++
+			skipped[rd.n] = true
 			continue
 		}
 		r := get(rd.kind, rd.variant)
-		byToken[rd.token] = r
+		byKey[tkey{rd.part, rd.token}] = r
+		byFault[rd.n] = r
+		r.faults[rd.n] = true
 		r.n++
-		for _, rounds := range res.known {
-			if rounds[rd.n] {
-				r.known++
-				break
-			}
+		if res.knownIn[rd] {
+			r.known[rd.n] = true
 		}
 		r.orphans += len(rd.orphans)
-		r.staleAccepted += res.staleAccepted[rd.token]
-		r.staleRefused += res.staleRefused[rd.token]
-		r.badExits += res.badExits[rd.token]
-		if !rd.gotNext || rd.latency > tm.ttl+bound {
+		switch {
+		case rd.gotNext:
+			r.latencies = append(r.latencies, rd.latency)
+			if latency, limit := newChildBound(rd, tm, bound); latency > limit {
+				r.late++
+			}
+		case rd.wentOn:
+			r.kept++
+		default:
 			r.late++
 		}
-		if rd.gotNext {
-			r.latencies = append(r.latencies, rd.latency)
+	}
+	for n, bad := range res.badExits {
+		if r := byFault[n]; r != nil && n != 0 {
+			r.badExits += bad
 		}
 	}
-	other := &row{kind: "(no fault)", variant: "-"}
+	other := newRow("(no fault)", "-")
 	for _, o := range res.overlaps {
-		r := byToken[o.prev]
+		r := byKey[tkey{o.part, o.prev}]
 		if r == nil {
 			r = other
 		}
 		r.overlaps++
-		switch o.class {
-		case "frozen":
+		if o.class == "frozen" {
 			r.frozen++
 			r.maxFrozen = max(r.maxFrozen, o.dur)
 		}
 	}
-	for tok, n := range res.staleAccepted {
-		if byToken[tok] == nil {
+	for k, n := range res.staleAccepted {
+		if r := byKey[k]; r != nil {
+			r.staleAccepted += n
+		} else {
 			other.staleAccepted += n
 		}
 	}
-	for tok, n := range res.staleRefused {
-		if byToken[tok] == nil {
+	for k, n := range res.staleRefused {
+		if r := byKey[k]; r != nil {
+			r.staleRefused += n
+		} else {
 			other.staleRefused += n
 		}
 	}
 	other.badExits = res.badExits[0]
 	slices.SortFunc(order, func(a, b string) int { return strings.Compare(a, b) })
 
-	fmt.Fprintf(w, "\n== chaos: %s — %d rounds (%d skipped) in %v, seed %d, ttl %v, kill-grace %v, renew-deadline %v (derived), new-leader bound ttl+%v\n",
-		store, len(res.rounds), skipped, elapsed.Round(time.Second), seed, tm.ttl, tm.grace, tm.deadline, bound)
+	fmt.Fprintf(w, "\n== chaos: %s — %d faults (%d skipped) in %v, seed %d, ttl %v, kill-grace %v, renew-deadline %v (derived)",
+		label, len(faults), len(skipped), elapsed.Round(time.Second), seed, tm.ttl, tm.grace, tm.deadline)
+	if tm.reconcile > 0 {
+		fmt.Fprintf(w, ", reconcile-interval %v", tm.reconcile)
+	}
+	fmt.Fprintf(w, ", new-child bound ttl+%v\n", tm.reconcile+bound)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tchild\tfaults\toverlaps\tfrozen\tknown-defect-rounds\tstale-accepted\tstale-refused\torphans\tbad-exit\tlate-leader\tmax-new-leader\tp99-new-leader\t")
-	total := &row{kind: "total", variant: ""}
+	fmt.Fprintln(tw, "fault\tchild\tfaults\ttenures-hit\tkept\toverlaps\tfrozen\tknown-defect-faults\tstale-accepted\tstale-refused\torphans\tbad-exit\tlate-child\tmax-new-child\tp99-new-child\t")
+	total := newRow("total", "")
 	line := func(r *row) {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n",
-			r.kind, r.variant, r.n, r.overlaps, r.frozen, r.known,
-			writes(store, r.staleAccepted), writes(store, r.staleRefused),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n",
+			r.kind, r.variant, len(r.faults), r.n, r.kept, r.overlaps, r.frozen, len(r.known),
+			writes(res.fenced, r.staleAccepted), writes(res.fenced, r.staleRefused),
 			r.orphans, r.badExits, r.late, maxDur(r.latencies), p99(r.latencies))
 	}
 	for _, k := range order {
@@ -115,15 +140,24 @@ func summarize(w io.Writer, store string, res *result, tm timing, bound time.Dur
 		frozenMax = max(frozenMax, r.maxFrozen)
 	}
 	fmt.Fprintf(w, "frozen-supervisor overlaps: %d, longest %v", total.frozen, frozenMax.Round(time.Millisecond))
-	if store == "postgres" {
+	if res.fenced {
 		fmt.Fprintf(w, "; stale fenced writes refused %d, accepted %d; committed writes %d", total.staleRefused, total.staleAccepted, res.dbWrites)
 	} else {
-		fmt.Fprint(w, "; SQLite has no in-store fence, so harmlessness is shown on PostgreSQL only")
+		fmt.Fprint(w, "; this store has no in-store fence, so harmlessness is shown on PostgreSQL and MySQL only")
 	}
-	fmt.Fprintf(w, "\nunplanned leader changes (no fault injected): %d; tenures: %d\n", res.unplanned, len(res.tenures))
+	what := "leader changes"
+	if res.partitions > 0 {
+		what = "partition moves"
+	}
+	fmt.Fprintf(w, "\nunplanned %s (no fault injected): %d; tenures: %d; longest time without a child: %v",
+		what, res.unplanned, len(res.tenures), res.longestGap.Round(time.Millisecond))
+	if res.longestGapWhat != "" {
+		fmt.Fprintf(w, " (%s)", res.longestGapWhat)
+	}
+	fmt.Fprintln(w)
 	for _, d := range knownDefects {
 		if n := len(res.known[d.id]); n > 0 {
-			fmt.Fprintf(w, "KNOWN DEFECT %s (in %d rounds, not counted as violations): %s\n", d.id, n, d.summary)
+			fmt.Fprintf(w, "KNOWN DEFECT %s (in %d faults, not counted as violations): %s\n", d.id, n, d.summary)
 		}
 	}
 	fmt.Fprintf(w, "violations: %d\n", len(res.violations))
@@ -133,10 +167,16 @@ func summarize(w io.Writer, store string, res *result, tm timing, bound time.Dur
 }
 
 func (t *row) add(r *row) {
+	for n := range r.faults {
+		t.faults[n] = true
+	}
+	for n := range r.known {
+		t.known[n] = true
+	}
 	t.n += r.n
+	t.kept += r.kept
 	t.overlaps += r.overlaps
 	t.frozen += r.frozen
-	t.known += r.known
 	t.staleAccepted += r.staleAccepted
 	t.staleRefused += r.staleRefused
 	t.orphans += r.orphans
@@ -146,8 +186,8 @@ func (t *row) add(r *row) {
 	t.maxFrozen = max(t.maxFrozen, r.maxFrozen)
 }
 
-func writes(store string, n int) string {
-	if store != "postgres" {
+func writes(fenced bool, n int) string {
+	if !fenced {
 		return "n/a"
 	}
 	return fmt.Sprint(n)
