@@ -134,6 +134,11 @@ func runChaos(t *testing.T, store string, partitioned bool) {
 // child — campaigning for one name, or with partitions > 0 for that many
 // partitions of it — and registers their end with t.
 func newCluster(t *testing.T, store string, n, partitions int) *cluster {
+	return newClusterEnv(t, store, n, partitions)
+}
+
+// newClusterEnv is newCluster with env added to the replicas' environment.
+func newClusterEnv(t *testing.T, store string, n, partitions int, env ...string) *cluster {
 	bin := leaderrunBinary(t)
 	self, err := os.Executable()
 	if err != nil {
@@ -149,7 +154,7 @@ func newCluster(t *testing.T, store string, n, partitions int) *cluster {
 	if partitions > 0 {
 		c.timing.reconcile = reconcileInterval
 	}
-	c.env = childEnv(dir)
+	c.env = append(childEnv(dir), env...)
 	c.setupStore(t, n)
 	theReaper.start()
 	t.Cleanup(c.kill)
@@ -191,6 +196,9 @@ func childEnv(dir string) []string {
 		if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "CHAOS_") {
 			env = append(env, kv)
 		}
+	}
+	if *flagNoNS {
+		env = append(env, "LEADERRUN_PID_NAMESPACE=false")
 	}
 	return append(env, envRole+"="+roleChild, envDir+"="+dir)
 }
@@ -255,7 +263,7 @@ func describe(rd *round) string {
 	if rd.skipped != "" {
 		s := fmt.Sprintf("round %d %s/%s: skipped: %s", rd.n, rd.kind, rd.variant, rd.skipped)
 		if rd.d3 != "" {
-			s += "; KNOWN DEFECT D3: " + rd.d3
+			s += "; VIOLATION (once known defect D3): " + rd.d3
 		}
 		return s
 	}
@@ -282,7 +290,7 @@ func describe(rd *round) string {
 		s += "; " + p
 	}
 	if rd.d3 != "" {
-		s += "; KNOWN DEFECT D3: " + rd.d3
+		s += "; VIOLATION (once known defect D3): " + rd.d3
 	}
 	return s
 }

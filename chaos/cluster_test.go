@@ -215,6 +215,16 @@ func (c *cluster) replicaOf(holder string) *replica {
 	return nil
 }
 
+// childOf reports whether ppid, a child's parent, is leaderrun's pid, or
+// the init of the child's PID namespace that leaderrun started.
+func childOf(ppid, leaderrun int) bool {
+	if ppid == leaderrun {
+		return true
+	}
+	st, ok := procStat(ppid)
+	return ok && ppid != 0 && st.ppid == leaderrun
+}
+
 // leader returns the latest child's start event when that child is alive
 // and its leaderrun is a running replica.
 func (c *cluster) leader() (event, *replica, bool) {
@@ -225,7 +235,7 @@ func (c *cluster) leader() (event, *replica, bool) {
 			continue
 		}
 		r := c.replicaOf(e.kv["holder"])
-		if r == nil || r.exited() || int(e.int("ppid")) != r.pid || !aliveAs(e.pid, uint64(e.int("stime"))) {
+		if r == nil || r.exited() || !childOf(int(e.int("ppid")), r.pid) || !aliveAs(e.pid, uint64(e.int("stime"))) {
 			return event{}, nil, false
 		}
 		return e, r, true

@@ -89,6 +89,7 @@ func (l *eventLog) refresh() {
 		l.part = ""
 		l.lines++
 		if e, ok := parseEvent(strings.TrimSuffix(s, "\n")); ok {
+			toHarnessPids(&e)
 			e.line = l.lines
 			l.events = append(l.events, e)
 			if e.kind == "start" {

@@ -1,18 +1,12 @@
 package chaos
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/leaderrun/leaderrun/internal/etcdtest"
-	"github.com/leaderrun/leaderrun/lease"
-	leaseetcd "github.com/leaderrun/leaderrun/lease/etcd"
 )
 
 // Each known defect (knownDefects) has a deterministic reproduction here.
@@ -35,26 +29,14 @@ func fixedKnown(t *testing.T, id string) {
 	t.Errorf("known defect %s no longer reproduces as documented: update knownDefects, the README and this test", id)
 }
 
-// D1: SIGKILL of leaderrun kills the child (Pdeathsig) but not a grandchild
-// that left the child's process group with setsid; it is adopted by the
-// nearest subreaper (here the test) or init and runs on.
+// D1: with --pid-namespace=false, SIGKILL of leaderrun kills the child
+// (Pdeathsig) but not a grandchild that left the child's process group
+// with setsid; it is adopted by the nearest subreaper (here the test) or
+// init and runs on. (As root, the next leaderrun to start kills it from
+// the child's cgroup; none starts here.)
 func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, "sqlite", 1, 0)
-	lead, rep, ok := c.waitLeader(leaderWait)
-	if !ok {
-		t.Fatal("no leader")
-	}
-	rd := &round{token: lead.token}
-	if !c.arm(rd, armEscape) {
-		t.Fatal(rd.skipped)
-	}
-	rep.signal(syscall.SIGKILL)
-	if !rep.waitExit(5 * time.Second) {
-		t.Fatal("leaderrun did not die of SIGKILL")
-	}
-	child := proc{lead.pid, uint64(lead.int("stime")), "child", lead.token}
-	left := awaitGone([]proc{child, rd.gchild}, 2*time.Second)
+	left, rep := sigkillWithEscapee(t, "LEADERRUN_PID_NAMESPACE=false")
 	for _, p := range left {
 		switch p.what {
 		case "child":
@@ -68,6 +50,41 @@ func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 	if len(left) == 0 {
 		fixedKnown(t, "D1")
 	}
+}
+
+// In the default mode (the child in a PID namespace of its own), nothing
+// of the child's tree survives a SIGKILL of leaderrun: D1 is gone.
+func TestNoOrphanAfterSIGKILLByDefault(t *testing.T) {
+	t.Parallel()
+	left, rep := sigkillWithEscapee(t)
+	for _, p := range left {
+		t.Errorf("%s %d alive 2s after SIGKILL of leaderrun %d (adopted by pid %d)", p.what, p.pid, rep.pid, ppidOf(p.pid))
+		syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
+
+// sigkillWithEscapee SIGKILLs the leaderrun of a one-replica cluster
+// (replicas' environment plus env) whose child started a grandchild in a
+// session of its own, and returns what of the two is alive 2s later.
+func sigkillWithEscapee(t *testing.T, env ...string) ([]proc, *replica) {
+	c := newClusterEnv(t, "sqlite", 1, 0, env...)
+	lead, rep, ok := c.waitLeader(leaderWait)
+	if !ok {
+		t.Fatal("no leader")
+	}
+	rd := &round{token: lead.token}
+	if !c.arm(rd, armEscape) {
+		t.Fatal(rd.skipped)
+	}
+	rep.signal(syscall.SIGKILL)
+	if !rep.waitExit(5 * time.Second) {
+		t.Fatal("leaderrun did not die of SIGKILL")
+	}
+	child := proc{lead.pid, uint64(lead.int("stime")), "child", lead.token}
+	if child.pid == 0 || rd.gchild.pid == 0 {
+		t.Fatalf("the child (%d) or grandchild (%d) was not seen alive", child.pid, rd.gchild.pid)
+	}
+	return awaitGone([]proc{child, rd.gchild}, 2*time.Second), rep
 }
 
 // A replica whose tenure was lost (here: its store connection blackholed)
@@ -142,68 +159,4 @@ func awaitLogMsg(path, msg string, d time.Duration) bool {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// D3: on etcd, a partition whose tenure ended without a release (its
-// member's renewals failed for the renew deadline, then the release failed
-// too — "it expires on its own", the replica logs) stays attached to the
-// member's etcd lease, which the member's later rounds keep alive: the
-// partition is held, by a tenure nobody serves, until the member leaves.
-// Neither another member nor the member itself can take it. Here member a
-// claims partition 0 in one round, then stops claiming it (its tenure is
-// over) without releasing it, and goes on renewing; member b must be able
-// to take partition 0 once a's last claim of it has expired (TTL), and
-// cannot.
-func TestKnownDefectD3EtcdUnreleasedPartitionOutlivesItsTenure(t *testing.T) {
-	t.Parallel()
-	ec := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := leaseetcd.Open(ctx, "etcd://"+strings.Join(ec.Endpoints(), ",")+"/"+etcdtest.RandomPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	const ttl = 2 * time.Second
-	name := lease.PartitionKey("g", 0)
-	for _, m := range []string{"a", "b"} {
-		if _, err := s.Join(ctx, "g", 2, m, ttl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rec, err := s.Acquire(ctx, name, "a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed := time.Now()
-	if _, err := s.RenewMember(ctx, "g", "a", []lease.Claim{{Partition: 0, Token: rec.Token}}, ttl); err != nil {
-		t.Fatal(err)
-	}
-	// a's tenure of partition 0 is over (not claimed again, not released);
-	// a and b go on with their rounds, every quarter of the TTL.
-	var held error
-	for time.Since(claimed) < 3*ttl {
-		for _, m := range []string{"a", "b"} {
-			if _, err := s.RenewMember(ctx, "g", m, nil, ttl); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(ttl / 4)
-		if time.Since(claimed) < ttl+time.Second {
-			continue
-		}
-		got, err := s.Acquire(ctx, name, "b", ttl)
-		if err == nil {
-			t.Logf("b took partition 0 (token %d) %v after a's last claim", got.Token, time.Since(claimed).Round(time.Millisecond))
-			fixedKnown(t, "D3")
-			return
-		}
-		held = err
-	}
-	var he *lease.HeldError
-	if !errors.As(held, &he) {
-		t.Fatalf("b's Acquire of partition 0: %v, want it granted (or, the known defect, a *lease.HeldError)", held)
-	}
-	reportKnown(t, "D3", "partition 0 still held by %q with token %d %v after a's last claim of it (TTL %v): %v",
-		he.Record.Holder, he.Record.Token, time.Since(claimed).Round(time.Millisecond), ttl, held)
 }

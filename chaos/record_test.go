@@ -78,6 +78,7 @@ type recorder struct {
 	pid   int
 	token string
 	part  string // "" for one name
+	pidns string // the inode of its PID namespace (see pidns_test.go)
 }
 
 func openRecorder(dir, token, part string) (*recorder, error) {
@@ -85,7 +86,7 @@ func openRecorder(dir, token, part string) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &recorder{f: f, pid: os.Getpid(), token: token, part: part}, nil
+	return &recorder{f: f, pid: os.Getpid(), pidns: pidNamespaceOf("self"), token: token, part: part}, nil
 }
 
 // emit writes "KIND at=NS pid=P token=T [part=N] k=v ..." with at the
@@ -95,7 +96,7 @@ func (r *recorder) emit(kind string, kv ...any) { r.emitAt(time.Now(), kind, kv.
 // emitAt writes an event that happened at at.
 func (r *recorder) emitAt(at time.Time, kind string, kv ...any) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s at=%d pid=%d token=%s", kind, at.UnixNano(), r.pid, r.token)
+	fmt.Fprintf(&b, "%s at=%d pid=%d token=%s pidns=%s", kind, at.UnixNano(), r.pid, r.token, r.pidns)
 	if r.part != "" {
 		fmt.Fprintf(&b, " part=%s", r.part)
 	}
