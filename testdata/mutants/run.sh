@@ -2,8 +2,8 @@
 # Mutation check: apply each testdata/mutants/*.patch (a small deliberate bug),
 # run the tests named on its "# caught-by:" line, and report whether they
 # failed (caught) or passed (the mutant survived). A patch that does not apply,
-# or code that no longer compiles with it, is BROKEN, never caught: the patch
-# must be rewritten. Patches are applied and reverted with git apply (no *.orig
+# or code (tests included) that no longer compiles with it, is BROKEN, never
+# caught: the patch must be rewritten. Patches are applied and reverted with git apply (no *.orig
 # files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
 #
 # The tests run with TMPDIR and GOTMPDIR set to a directory of this run's own.
@@ -46,11 +46,6 @@ finish() { restore; killLeftovers >/dev/null; rm -rf "$tmp/t"; }
 trap 'finish; exit 130' INT TERM
 trap finish EXIT
 
-if ! go vet ./... >"$logs/baseline-vet.log" 2>&1; then
-	echo "run.sh: go vet fails without any mutant (see $logs/baseline-vet.log); fix that first" >&2
-	exit 1
-fi
-
 caught=0 survived=0 broken=0
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
@@ -69,11 +64,11 @@ for p in testdata/mutants/*.patch; do
 		continue
 	fi
 	git apply "$p" && applied=$p
-	# The mutant must compile, tests included, and pass vet, as any change
-	# must: go vet type-checks every package and its test files without
-	# running anything (the unmutated tree passed it above).
-	if ! go vet ./... >"$log" 2>&1; then
-		printf '%-36s BROKEN   (does not compile or vet; see %s)\n' "$name" "$log"
+	# The mutant must compile: every package, and the tests of the
+	# packages it changes (built, not run).
+	dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
+	if ! { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; } >"$log" 2>&1; then
+		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 		restore
 		continue
