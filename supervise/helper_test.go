@@ -78,6 +78,10 @@ func helper(mode string, args []string) int {
 				return 0
 			}
 		}
+	case "spin": // spin READY: write READY, then keep one CPU busy; dies by SIGTERM
+		writeFile(args[0], "ready")
+		for {
+		}
 	case "env": // env FILE
 		writeFile(args[0], strings.Join(os.Environ(), "\n"))
 	case "escape": // escape PIDFILE: a grandchild in a new session, then sleep

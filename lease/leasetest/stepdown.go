@@ -162,10 +162,10 @@ func testStepDownToSuccessor(t *testing.T, h Harness) {
 	candidate(t, b, "n", "b", ttl)
 	candidate(t, c, "n", "c", ttl)
 	mustStepDown(t, b, "n", "c", window)
-	// While a still holds it, c must wait for a, not for the window.
-	if _, err := c.Acquire(ctx(t), "n", "c", ttl); err == nil {
-		t.Fatal("successor acquired a name still held")
-	}
+	// While a still holds it, c must wait for a, not for the window: the
+	// refusal names a's tenure.
+	_, err := c.Acquire(ctx(t), "n", "c", ttl)
+	wantHeld(t, err, "a", first.Token)
 	mustRelease(t, a, first)
 	wantRefused(t, b, "n", "b", window)
 	wantRefused(t, a, "n", "a", window)

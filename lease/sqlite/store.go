@@ -224,13 +224,16 @@ func (s *Store) check() error {
 }
 
 // fail wraps err for op, reporting lease.ErrClosed rather than the
-// driver's error when the store was closed meanwhile, and who holds the
-// write lock when the database stayed busy.
+// driver's error when the store was closed meanwhile, who holds the
+// write lock when the database stayed busy, and lease.ErrRefused for the
+// errors retrying is not expected to fix (classify): a corrupt page of a
+// table that Open did not read is refused at startup as a corrupt schema
+// is, instead of being retried as an unavailable store.
 func (s *Store) fail(op string, err error) error {
 	if s.check() != nil {
 		err = lease.ErrClosed
 	}
-	return fmt.Errorf("%s: %w", op, s.busyError(err))
+	return fmt.Errorf("%s: %w", op, classify(s.busyError(err)))
 }
 
 // row is one row of the leases table.

@@ -1,39 +1,95 @@
 #!/usr/bin/env bash
 # Mutation check: apply each testdata/mutants/*.patch (a small deliberate bug),
 # run the tests named on its "# caught-by:" line, and report whether they
-# failed (caught) or passed (the mutant survived). Every patch is reverted
-# afterwards, also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
+# failed (caught) or passed (the mutant survived). A patch that does not apply,
+# or code (tests included) that no longer compiles with it, is BROKEN, never
+# caught: the patch must be rewritten. Patches are applied and reverted with git apply (no *.orig
+# files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
+#
+# The tests run with TMPDIR and GOTMPDIR set to a directory of this run's own.
+# After each mutant, the processes left over from it — those whose executable
+# or working directory lies in that directory (test binaries, their helpers,
+# escaped grandchildren a broken sweep leaves) — are killed by pid; nothing
+# else on the machine is touched.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 only=${MUTANTS:-}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX") || exit 1
+logs=$tmp/logs
+mkdir -p "$logs" "$tmp/t"
+
 applied=""
-restore() { [ -n "$applied" ] && patch -s -p1 -R <"$applied"; applied=""; }
-trap 'restore; exit 130' INT TERM
-trap restore EXIT
+restore() {
+	if [ -n "$applied" ]; then
+		git apply -R "$applied" || echo "run.sh: could not revert $applied; the checkout is dirty" >&2
+	fi
+	applied=""
+}
+
+# killLeftovers kills, by pid, the processes whose executable or working
+# directory lies in this run's temporary directory.
+killLeftovers() {
+	local d pid where n=0
+	for d in /proc/[0-9]*; do
+		pid=${d#/proc/}
+		[ "$pid" = $$ ] && continue
+		where="$(readlink "$d/exe" 2>/dev/null) $(readlink "$d/cwd" 2>/dev/null)"
+		case "$where" in
+		*"$tmp/t"*) kill -9 "$pid" 2>/dev/null && n=$((n + 1)) ;;
+		esac
+	done
+	[ "$n" -gt 0 ] && echo "    (killed $n leftover processes)"
+	return 0
+}
+
+finish() { restore; killLeftovers >/dev/null; rm -rf "$tmp/t"; }
+trap 'finish; exit 130' INT TERM
+trap finish EXIT
+
 caught=0 survived=0 broken=0
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
 	if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
 	what=$(sed -n 's/^# what: //p' "$p")
 	cmd=$(sed -n 's/^# caught-by: //p' "$p")
-	if ! patch -s -p1 --dry-run <"$p" >/dev/null; then
-		printf '%-36s BROKEN   (does not apply any more)\n' "$name"
+	log=$logs/$name.log
+	if [ -z "$cmd" ]; then
+		printf '%-36s BROKEN   (no "# caught-by:" line)\n' "$name"
 		broken=$((broken + 1))
 		continue
 	fi
-	patch -s -p1 <"$p" && applied=$p
+	if ! git apply --check "$p" >"$log" 2>&1; then
+		printf '%-36s BROKEN   (does not apply any more; see %s)\n' "$name" "$log"
+		broken=$((broken + 1))
+		continue
+	fi
+	git apply "$p" && applied=$p
+	# The mutant must compile: every package, and the tests of the
+	# packages it changes (built, not run).
+	dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
+	if ! { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; } >"$log" 2>&1; then
+		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$log"
+		broken=$((broken + 1))
+		restore
+		continue
+	fi
 	start=$(date +%s)
-	if bash -c "$cmd" >"/tmp/mutant-$name.log" 2>&1; then
-		printf '%-36s SURVIVED %3ss  %s\n' "$name" $(($(date +%s) - start)) "$what"
+	TMPDIR=$tmp/t GOTMPDIR=$tmp/t bash -c "$cmd" >"$log" 2>&1
+	rc=$?
+	took=$(($(date +%s) - start))
+	restore
+	if grep -qE '\[(build|setup) failed\]' "$log"; then
+		printf '%-36s BROKEN   (tests do not build; see %s)\n' "$name" "$log"
+		broken=$((broken + 1))
+	elif [ "$rc" -eq 0 ]; then
+		printf '%-36s SURVIVED %3ss  %s\n' "$name" "$took" "$what"
 		survived=$((survived + 1))
 	else
-		printf '%-36s caught   %3ss  %s\n' "$name" $(($(date +%s) - start)) "$what"
+		printf '%-36s caught   %3ss  %s\n' "$name" "$took" "$what"
+		grep -E '^\s*--- FAIL' "$log" | head -5 | sed 's/^\s*/      /'
 		caught=$((caught + 1))
 	fi
-	restore
-	# A mutant that breaks the sweep leaves escaped grandchildren of the
-	# test helper behind: kill them, so they do not pile up.
-	pkill -9 -f '^lrchild -sleeper' 2>/dev/null || true
+	killLeftovers
 done
-echo "mutants: $caught caught, $survived survived, $broken broken (logs in /tmp/mutant-NAME.log)"
+echo "mutants: $caught caught, $survived survived, $broken broken (logs in $logs)"
 [ "$survived" -eq 0 ] && [ "$broken" -eq 0 ]
