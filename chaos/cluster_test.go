@@ -250,7 +250,7 @@ func (c *cluster) held() map[string]event {
 	out := map[string]event{}
 	for part, e := range c.log.latestStarts() {
 		r := c.replicaOf(e.kv["holder"])
-		if r != nil && !r.exited() && int(e.int("ppid")) == r.pid && aliveAs(e.pid, uint64(e.int("stime"))) {
+		if r != nil && !r.exited() && childOf(int(e.int("ppid")), r.pid) && aliveAs(e.pid, uint64(e.int("stime"))) {
 			out[part] = e
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // as it reads the events, through /proc/PID/status's NSpid line, which
 // lists a process's pid in every namespace from the reader's down.
 
-// ownPIDNamespace is the inode of a process's PID namespace, "" if unknown.
+// pidNamespaceOf is the inode of a process's PID namespace, "" if unknown.
 func pidNamespaceOf(pid string) string {
 	link, err := os.Readlink("/proc/" + pid + "/ns/pid")
 	if err != nil {
@@ -38,36 +38,47 @@ var pidMap = struct {
 func hostPid(ns string, nspid int) int {
 	pidMap.Lock()
 	defer pidMap.Unlock()
-	if p, ok := pidMap.m[ns][nspid]; ok {
+	// A namespace's inode is reused once it is gone: a cached pid counts
+	// only while it still is nspid in ns.
+	if p, ok := pidMap.m[ns][nspid]; ok && nsPidOf(strconv.Itoa(p)) == nspid && pidNamespaceOf(strconv.Itoa(p)) == ns {
 		return p
 	}
+	delete(pidMap.m, ns)
 	links, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
 	for _, l := range links {
 		pid := strings.Split(l, "/")[2]
 		if pidNamespaceOf(pid) != ns {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + pid + "/status")
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			v, ok := strings.CutPrefix(line, "NSpid:")
-			if !ok {
-				continue
+		host, err := strconv.Atoi(pid)
+		if inner := nsPidOf(pid); err == nil && inner > 0 {
+			if pidMap.m[ns] == nil {
+				pidMap.m[ns] = map[int]int{}
 			}
-			f := strings.Fields(v)
-			host, err1 := strconv.Atoi(f[0])
-			inner, err2 := strconv.Atoi(f[len(f)-1])
-			if err1 == nil && err2 == nil {
-				if pidMap.m[ns] == nil {
-					pidMap.m[ns] = map[int]int{}
-				}
-				pidMap.m[ns][inner] = host
-			}
+			pidMap.m[ns][inner] = host
 		}
 	}
 	return pidMap.m[ns][nspid]
+}
+
+// nsPidOf returns pid's pid in its innermost PID namespace (the last
+// field of its NSpid line), or 0.
+func nsPidOf(pid string) int {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				return 0
+			}
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return 0
 }
 
 // toHarnessPids rewrites the pids of an event recorded in another PID
