@@ -127,7 +127,7 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	fmt.Fprintf(w, "%s: new leader %s (token %d) after %s\n",
 		name, shown(next.Holder), next.Token, time.Since(start).Round(time.Millisecond))
 	if to != "" && next.Holder != to {
-		return fmt.Errorf("step-down of %q: %s took the name, not %s: %w", name, next.Holder, to, errStepDownRefused)
+		return fmt.Errorf("step-down of %q: %s took the name, not %s: %w", name, shown(next.Holder), to, errStepDownRefused)
 	}
 	return nil
 }
@@ -184,7 +184,7 @@ func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (l
 			return lease.Record{}, context.Cause(ctx)
 		case err == nil && rec.Held() && rec.Token > old.Token && rec.Holder == old.Holder:
 			return rec, fmt.Errorf("%s took the name back (token %d): no other replica took it within the window: %w",
-				rec.Holder, rec.Token, errStepDownRefused)
+				shown(rec.Holder), rec.Token, errStepDownRefused)
 		case err == nil && rec.Held() && rec.Token > old.Token:
 			return rec, nil
 		case err != nil && !errors.Is(err, lease.ErrNotFound):
