@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"strings"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -16,9 +19,16 @@ import (
 // default timings over Window.
 type costResult struct {
 	Store     string
+	Tool      string // "leaderrun" or "etcdctl lock"
 	Followers int
 	Window    time.Duration
 	How       string // what counted the statements
+	Unit      string // statements, commands or requests
+	// Count is what the server counted over the window (not SQLite).
+	Count float64
+	// By breaks Count down: by command (MariaDB, Redis) or gRPC method
+	// (etcd).
+	By map[string]int64
 	// PostgreSQL: committed + rolled-back transactions (each statement of
 	// the store is its own transaction).
 	Xacts int64
@@ -26,18 +36,29 @@ type costResult struct {
 	Leader, Follow syscallCounts
 	// SQLite estimate, from the calibration.
 	Reads, Writes float64
-	Err           string
+	// Global is a server-wide counter over the same window, every client's
+	// (a cross-check where the server is shared), or "".
+	Global string
+	Err    string
 }
 
-// PerSecond is statements (transactions) per second against the store.
+// Label is the system's name in the tables.
+func (r *costResult) Label() string {
+	if r.Tool == "etcdctl lock" {
+		return "etcdctl lock · etcd"
+	}
+	return "leaderrun · " + r.Store
+}
+
+// PerSecond is statements (commands, requests) per second against the store.
 func (r *costResult) PerSecond() float64 {
 	if r.Window <= 0 {
 		return 0
 	}
-	if r.Store == "PostgreSQL" {
-		return float64(r.Xacts) / r.Window.Seconds()
+	if r.Store == "SQLite" {
+		return (r.Reads + r.Writes) / r.Window.Seconds()
 	}
-	return (r.Reads + r.Writes) / r.Window.Seconds()
+	return r.Count / r.Window.Seconds()
 }
 
 // sqliteCalibration is how many system calls one store operation costs, on
@@ -70,6 +91,11 @@ func (g *group) stop() {
 // startGroup starts one leaderrun replica, waits for its child, then
 // starts followers more and waits until each stands by.
 func (b *bench) startGroup(label, dsn string, followers int) (*group, error) {
+	return b.startGroupOf(b.leaderrunContender(label, "", dsn, 15*time.Second, 2*time.Second), label, followers)
+}
+
+// startGroupOf is startGroup for any contender.
+func (b *bench) startGroupOf(c *contender, label string, followers int) (*group, error) {
 	dir, err := os.MkdirTemp(b.tmp, sanitize(label)+"-")
 	if err != nil {
 		return nil, err
@@ -79,7 +105,6 @@ func (b *bench) startGroup(label, dsn string, followers int) (*group, error) {
 		return nil, err
 	}
 	defer w.close()
-	c := b.leaderrunContender(label, "", dsn, 15*time.Second, 2*time.Second)
 	g := &group{}
 	name := "bench-cost"
 	p, err := c.spawn(name, dir, 0)
@@ -112,7 +137,7 @@ func (b *bench) startGroup(label, dsn string, followers int) (*group, error) {
 
 // sqliteCost measures one SQLite group with strace.
 func (b *bench) sqliteCost(followers int, window time.Duration, cal sqliteCalibration) *costResult {
-	r := &costResult{Store: "SQLite", Followers: followers,
+	r := &costResult{Store: "SQLite", Tool: "leaderrun", Followers: followers, Unit: "statements",
 		How: "strace -c -f of the leaderrun processes; statements estimated from fcntl and fsync counts with the calibration"}
 	path := b.tmpPath(fmt.Sprintf("cost-%d.db", followers))
 	g, err := b.startGroup(fmt.Sprintf("cost-sqlite-%d", followers), "sqlite:"+path, followers)
@@ -160,34 +185,24 @@ func (b *bench) sqliteCost(followers int, window time.Duration, cal sqliteCalibr
 
 // pgCost measures one PostgreSQL group in a database of its own, from the
 // deltas of pg_stat_database.
-func (b *bench) pgCost(ctx context.Context, followers int, window time.Duration) *costResult {
-	r := &costResult{Store: "PostgreSQL", Followers: followers,
+func (b *bench) pgCost(ctx context.Context, st *store, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "PostgreSQL", Tool: "leaderrun", Followers: followers, Unit: "statements",
 		How: "Δ(xact_commit + xact_rollback) in pg_stat_database of a database used only by this group"}
-	db := fmt.Sprintf("lrbench_%d_cost_%d", os.Getpid(), followers)
-	if err := b.pg.createDB(ctx, db); err != nil {
+	dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", followers))
+	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
-	defer b.pg.dropDB(context.Background(), db)
-	dsn := b.pg.dsnFor(db)
-	var stop func()
-	if b.pgCLI {
-		g, err := b.startGroup(fmt.Sprintf("cost-pg-%d", followers), dsn, followers)
-		if err != nil {
-			r.Err = err.Error()
-			return r
-		}
-		stop = g.stop
-	} else {
-		r.How += "; replicas are in-process lease.Electors, each with its own Store (the leaderrun binary has no PostgreSQL store)"
-		reps, err := startInproc(ctx, dsn, "bench-cost", followers+1)
-		if err != nil {
-			r.Err = err.Error()
-			return r
-		}
-		stop = reps.stop
+	db := strings.TrimPrefix(dsn[strings.LastIndex(dsn, "/"):], "/")
+	if i := strings.IndexByte(db, '?'); i >= 0 {
+		db = db[:i]
 	}
-	defer stop()
+	g, err := b.startGroup(fmt.Sprintf("cost-pg-%d", followers), dsn, followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
 	b.sleep(12 * time.Second) // past start-up, and past the statistics' idle flush
 	x0, err := b.pg.xacts(ctx, db)
 	if err != nil {
@@ -203,7 +218,156 @@ func (b *bench) pgCost(ctx context.Context, followers int, window time.Duration)
 	}
 	r.Window = mono.Since(t0)
 	r.Xacts = x1 - x0
+	r.Count = float64(r.Xacts)
 	return r
+}
+
+// mysqlCost measures one MariaDB group in a database of its own, through
+// a counting proxy of its own: the commands this group's connections sent.
+func (b *bench) mysqlCost(ctx context.Context, st *store, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "MariaDB", Tool: "leaderrun", Followers: followers, Unit: "statements",
+		How: "COM_QUERY + COM_STMT_EXECUTE packets the group's connections sent, counted by a proxy in front of the server"}
+	dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", followers))
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	pc, err := startMySQLCounter(target)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer pc.close()
+	u.Host = pc.addr()
+	via := u.String()
+	g, err := b.startGroup(fmt.Sprintf("cost-mysql-%d", followers), via, followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
+	b.sleep(12 * time.Second)
+	c0 := pc.snapshot()
+	q0, _ := b.mysql.globalStatus(ctx)
+	t0 := mono.Now()
+	b.sleep(window)
+	c1 := pc.snapshot()
+	r.Window = mono.Since(t0)
+	q1, _ := b.mysql.globalStatus(ctx)
+	r.By = diffCounts(c0, c1)
+	r.Count = float64(r.By["COM_QUERY"] + r.By["COM_STMT_EXECUTE"])
+	if q0 != nil && q1 != nil {
+		r.Global = fmt.Sprintf("server-wide Questions over the window: %.2f/s (every client's)", float64(q1["Questions"]-q0["Questions"])/r.Window.Seconds())
+	}
+	return r
+}
+
+// redisCost measures one Redis group under a key prefix of its own, from
+// the server's MONITOR feed: the commands executed for this group's
+// connections (told apart by their client name).
+func (b *bench) redisCost(ctx context.Context, st *store, mon *redisMonitor, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "Redis", Tool: "leaderrun", Followers: followers, Unit: "commands",
+		How: "commands the server executed for the group's connections, from MONITOR (a script counts once)"}
+	dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", followers))
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	u, _ := url.Parse(dsn)
+	name := u.Query().Get("client_name")
+	g, err := b.startGroup(fmt.Sprintf("cost-redis-%d", followers), dsn, followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
+	b.sleep(12 * time.Second)
+	addrs := map[string]bool{}
+	poll := func() {
+		got, err := b.redis.clientAddrs(ctx, name)
+		if err == nil {
+			for _, a := range got {
+				addrs[a] = true
+			}
+		}
+	}
+	poll()
+	c0 := mon.of(addrs)
+	s0, _ := b.redis.commandStats(ctx)
+	t0 := mono.Now()
+	for mono.Since(t0) < window && !b.stopping() {
+		b.sleep(min(2*time.Second, window-mono.Since(t0)))
+		poll()
+	}
+	r.Window = mono.Since(t0)
+	// c0 counted only the addresses known at the start; a connection
+	// first seen later counts from 0, and started after t0 as it opened
+	// after the first poll.
+	c1 := mon.of(addrs)
+	s1, _ := b.redis.commandStats(ctx)
+	r.By = diffCounts(c0, c1)
+	r.Count = float64(sumCounts(r.By))
+	if s0 != nil && s1 != nil {
+		r.Global = fmt.Sprintf("server-wide INFO commandstats calls over the window: %.2f/s (every client's)", float64(sumCounts(diffCounts(s0, s1)))/r.Window.Seconds())
+	}
+	return r
+}
+
+// etcdCost measures one group on the benchmark's etcd cluster, from the
+// members' gRPC metrics. The cluster is shared by the groups, so they run
+// one at a time, with nothing else on the cluster.
+func (b *bench) etcdCost(ctx context.Context, c *contender, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "etcd", Tool: c.Tool, Followers: followers, Unit: "requests",
+		How: "Δ grpc_server_msg_received_total summed over the three members (a unary call is one, a keep-alive or watch message on a stream is one)"}
+	g, err := b.startGroupOf(c, fmt.Sprintf("cost-%s-%d", sanitize(c.Label), followers), followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
+	b.sleep(5 * time.Second)
+	m0, err := b.etcdSrv.requests()
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	t0 := mono.Now()
+	b.sleep(window)
+	m1, err := b.etcdSrv.requests()
+	r.Window = mono.Since(t0)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	r.By = map[string]int64{}
+	for k, v := range m1 {
+		if d := int64(v - m0[k]); d != 0 {
+			r.By[k] = d
+		}
+	}
+	r.Count = float64(sumCounts(r.By))
+	return r
+}
+
+// calibration is this run's SQLite calibration, made on first use.
+func (b *bench) calibration() sqliteCalibration {
+	b.calOnce.Do(func() {
+		if b.strace == "" {
+			b.cal.Err = "strace is not on PATH"
+			return
+		}
+		b.cal = b.calibrateSQLite()
+	})
+	return b.cal
 }
 
 // calibrateSQLite runs this program's -calib-sqlite mode under strace
