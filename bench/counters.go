@@ -22,8 +22,9 @@ type mysqlCounter struct {
 	ln     net.Listener
 	target string
 
-	mu     sync.Mutex // guards counts and conns
+	mu     sync.Mutex // guards counts, kinds and conns
 	counts map[string]int64
+	kinds  map[string]int64 // COM_QUERY by the statement's first words
 	conns  []net.Conn
 }
 
@@ -39,7 +40,7 @@ func startMySQLCounter(target string) (*mysqlCounter, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &mysqlCounter{ln: ln, target: target, counts: map[string]int64{}}
+	c := &mysqlCounter{ln: ln, target: target, counts: map[string]int64{}, kinds: map[string]int64{}}
 	go c.accept()
 	return c, nil
 }
@@ -94,6 +95,9 @@ func (c *mysqlCounter) forward(dst io.Writer, src io.Reader) {
 			}
 			c.mu.Lock()
 			c.counts[name]++
+			if payload[0] == 0x03 {
+				c.kinds[statementKind(payload[1:])]++
+			}
 			c.mu.Unlock()
 		}
 		if _, err := dst.Write(append(hdr, payload...)); err != nil {
@@ -103,11 +107,30 @@ func (c *mysqlCounter) forward(dst io.Writer, src io.Reader) {
 	}
 }
 
-// snapshot returns the counts so far.
-func (c *mysqlCounter) snapshot() map[string]int64 {
+// snapshot returns the counts so far: by command, and COM_QUERY by kind.
+func (c *mysqlCounter) snapshot() (commands, kinds map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.counts)
+	return maps.Clone(c.counts), maps.Clone(c.kinds)
+}
+
+// statementKind names a statement by its first words ("SELECT GET_LOCK",
+// "INSERT INTO leaderrun_leases"), for telling apart what a store sends.
+func statementKind(q []byte) string {
+	if len(q) > 200 {
+		q = q[:200]
+	}
+	var words []string
+	for _, f := range strings.Fields(string(q)) {
+		f, _, cut := strings.Cut(f, "(")
+		if f != "" {
+			words = append(words, strings.Trim(f, "`"))
+		}
+		if cut || len(words) == 3 {
+			break
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 func (c *mysqlCounter) close() {

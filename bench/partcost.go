@@ -23,7 +23,7 @@ type partCostResult struct {
 	// all M replicas.
 	Xacts int64
 	// SQLite: the first replica alone, under strace.
-	Traced        syscallCounts
+	Traced        traced
 	Reads, Writes float64
 	// Rounds: renewal rounds over the window, all replicas
 	// (leaderrun_store_calls_total{op="renew"}); RoundsTraced: the traced
@@ -182,7 +182,7 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 		return r
 	}
 	type straced struct {
-		c   syscallCounts
+		c   traced
 		d   time.Duration
 		err error
 	}
@@ -220,13 +220,10 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 			r.Err = "strace: " + s.err.Error()
 			return r
 		}
-		cal := b.calibration()
 		r.Traced, r.Window = s.c, s.d
-		if cal.FsyncPerWrite > 0 && cal.FcntlPerRead > 0 {
-			r.Writes = float64(s.c.fsyncs()) / cal.FsyncPerWrite
-			r.Reads = max(0, (float64(s.c["fcntl"])-r.Writes*cal.FcntlPerWrite)/cal.FcntlPerRead)
-		}
-		r.How = "strace of one replica, converted with the calibration of section 3"
+		r.Writes = float64(s.c.Writes)
+		r.Reads = float64(s.c.Txns) - r.Writes
+		r.How = "strace of one replica: transactions from the WAL index's locks"
 	}
 	renewCalls := func(ms []metric) float64 {
 		return sumMetric(ms, "leaderrun_store_calls_total", map[string]string{"op": "renew"})

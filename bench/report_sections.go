@@ -216,6 +216,11 @@ func (r *report) costSection(w *mdw) {
 	w.p("  the server through a TCP proxy of its own in the benchmark, which counts the command packets the group's")
 	w.p("  connections sent (the protocol's first byte of each command; leaderrun's driver interpolates parameters, so a")
 	w.p("  statement is one COM_QUERY). The server-wide `Questions` over the same windows, for comparison: %s.", r.globals("MariaDB"))
+	for _, c := range costs {
+		if c.Store == "MariaDB" && c.Err == "" && len(c.Kinds) > 0 {
+			w.p("  MariaDB, %d follower(s), statements per second by their first words: %s.", c.Followers, byRate(&costResult{By: c.Kinds, Window: c.Window}))
+		}
+	}
 	w.p("- Redis: the commands the server executed for the group's connections, from the server's own `MONITOR` feed,")
 	w.p("  attributed by client address; each group's connections carry a client name of their own (CLIENT LIST). A Lua")
 	w.p("  script counts once (the EVALSHA), not the commands it runs inside the server. Server-wide INFO commandstats over")
@@ -223,25 +228,24 @@ func (r *report) costSection(w *mdw) {
 	w.p("- etcd: the delta of `grpc_server_msg_received_total` summed over the three members: one per unary request, one")
 	w.p("  per message a client sends on a stream (a lease keep-alive, a watch request). Raft traffic between members is")
 	w.p("  not gRPC and not counted.")
-	w.p("- SQLite has no server to ask. The benchmark attaches `strace -f -c` to the leaderrun processes for the window")
-	w.p("  and converts system calls to statements with a calibration made in the same run: the SQLite store's own")
-	w.p("  `Get` (a read) and `Renew` (a write), run 20 and 220 times under strace, cost:")
+	w.p("- SQLite has no server to ask. The benchmark attaches `strace -f` to the leaderrun processes for the window")
+	w.p("  and counts transactions from the locks SQLite takes on the WAL index (the -shm file): every transaction, a read")
+	w.p("  or a write, first takes a read lock on one of the five read-mark bytes (123–127), and a write transaction also")
+	w.p("  takes the writer's lock (byte 120). A calibration in the same run checks the count against the SQLite store's")
+	w.p("  own `Get` (a read) and `Renew` (a write), run 20 and 220 times under strace:")
 	if r.Cal.Err != "" {
 		w.p("  calibration failed: %s.", r.Cal.Err)
 	} else {
-		w.p("  %.2f fcntl and %.2f fsync per read, %.2f fcntl and %.2f fsync per write. Writes = fsyncs ÷ fsyncs per",
-			r.Cal.FcntlPerRead, r.Cal.FsyncPerRead, r.Cal.FcntlPerWrite, r.Cal.FsyncPerWrite)
-		w.p("  write; reads = (fcntl − writes × fcntl per write) ÷ fcntl per read. Counted: every transaction on the")
-		w.p("  file. The conversion assumes every read transaction takes and drops a WAL read lock as `Get` does. Two")
-		w.p("  connections of one process reading at the same instant share one lock (SQLite tracks WAL-index locks per")
-		w.p("  process) and would count once; in an idle follower that overlap is rare, so this errs low, not high.")
+		w.p("  per Get %.2f transactions (%.2f writes), per Renew %.2f transactions (%.2f writes). Two connections of one",
+			r.Cal.TxnsPerRead, r.Cal.WritesPerRead, r.Cal.TxnsPerWrite, r.Cal.WritesPerWrite)
+		w.p("  process reading at the same instant share one lock (SQLite tracks WAL-index locks per process) and would")
+		w.p("  count once; in an idle follower that overlap is rare, so this errs low, not high.")
 	}
 	for _, c := range costs {
-		if c.Store == "SQLite" && c.Err == "" && c.Leader != nil {
+		if c.Store == "SQLite" && c.Err == "" && c.Leader.Calls != nil {
 			secs := c.Window.Seconds()
-			w.p("- SQLite, %d follower(s), raw system calls per second — leader: %.2f fcntl, %.2f fsync, %.2f pwrite64, %.2f pread64; followers together: %.1f fcntl, %.2f fsync, %.2f pwrite64, %.2f pread64.",
-				c.Followers, float64(c.Leader["fcntl"])/secs, float64(c.Leader.fsyncs())/secs, float64(c.Leader["pwrite64"])/secs, float64(c.Leader["pread64"])/secs,
-				float64(c.Follow["fcntl"])/secs, float64(c.Follow.fsyncs())/secs, float64(c.Follow["pwrite64"])/secs, float64(c.Follow["pread64"])/secs)
+			w.p("- SQLite, %d follower(s), system calls per second — leader: %s; followers together: %s.",
+				c.Followers, c.Leader.describe(secs), c.Follow.describe(secs))
 		}
 	}
 	w.p("")

@@ -232,7 +232,7 @@ func (b *bench) run(ctx context.Context) *report {
 					switch st.Name {
 					case "SQLite":
 						if b.strace != "" {
-							f = func() *costResult { return b.sqliteCost(k, o.costWindow, rep.Cal) }
+							f = func() *costResult { return b.sqliteCost(k, o.costWindow) }
 						}
 					case "PostgreSQL":
 						f = func() *costResult { return b.pgCost(ctx, st, k, o.costWindow) }

@@ -27,14 +27,14 @@ type costResult struct {
 	// Count is what the server counted over the window (not SQLite).
 	Count float64
 	// By breaks Count down: by command (MariaDB, Redis) or gRPC method
-	// (etcd).
-	By map[string]int64
+	// (etcd); Kinds breaks MariaDB's COM_QUERY down by statement.
+	By, Kinds map[string]int64
 	// PostgreSQL: committed + rolled-back transactions (each statement of
 	// the store is its own transaction).
 	Xacts int64
-	// SQLite: system calls of the leader and of the followers.
-	Leader, Follow syscallCounts
-	// SQLite estimate, from the calibration.
+	// SQLite: what the leader and the followers did, traced.
+	Leader, Follow traced
+	// SQLite: read and write transactions, counted from the locks.
 	Reads, Writes float64
 	// Global is a server-wide counter over the same window, every client's
 	// (a cross-check where the server is shared), or "".
@@ -61,12 +61,14 @@ func (r *costResult) PerSecond() float64 {
 	return r.Count / r.Window.Seconds()
 }
 
-// sqliteCalibration is how many system calls one store operation costs, on
-// a connection that stays open, measured in this run.
+// sqliteCalibration checks the transaction count of strace's lock trace
+// against operations of the SQLite store that are known: per Get (a read)
+// and per Renew (a write), the transactions and write transactions it
+// counted. Both should be 1 transaction, with 0 and 1 writes.
 type sqliteCalibration struct {
-	FcntlPerRead, FcntlPerWrite float64
-	FsyncPerRead, FsyncPerWrite float64
-	Err                         string
+	TxnsPerRead, WritesPerRead   float64
+	TxnsPerWrite, WritesPerWrite float64
+	Err                          string
 }
 
 // group is one leader and its followers, all leaderrun processes.
@@ -136,9 +138,9 @@ func (b *bench) startGroupOf(c *contender, label string, followers int) (*group,
 }
 
 // sqliteCost measures one SQLite group with strace.
-func (b *bench) sqliteCost(followers int, window time.Duration, cal sqliteCalibration) *costResult {
+func (b *bench) sqliteCost(followers int, window time.Duration) *costResult {
 	r := &costResult{Store: "SQLite", Tool: "leaderrun", Followers: followers, Unit: "statements",
-		How: "strace -c -f of the leaderrun processes; statements estimated from fcntl and fsync counts with the calibration"}
+		How: "strace -f of the leaderrun processes: transactions counted from the WAL index's locks"}
 	path := b.tmpPath(fmt.Sprintf("cost-%d.db", followers))
 	g, err := b.startGroup(fmt.Sprintf("cost-sqlite-%d", followers), "sqlite:"+path, followers)
 	if err != nil {
@@ -148,38 +150,32 @@ func (b *bench) sqliteCost(followers int, window time.Duration, cal sqliteCalibr
 	defer g.stop()
 	b.sleep(3 * time.Second) // past start-up
 	type out struct {
-		c   syscallCounts
+		t   traced
 		d   time.Duration
 		err error
 	}
 	lc, fc := make(chan out, 1), make(chan out, 1)
 	go func() {
-		c, d, err := b.straceAttach(fmt.Sprintf("cost-%d-leader", followers), []int{g.leader.pid}, window)
-		lc <- out{c, d, err}
+		t, d, err := b.straceAttach(fmt.Sprintf("cost-%d-leader", followers), []int{g.leader.pid}, window)
+		lc <- out{t, d, err}
 	}()
 	go func() {
 		var pids []int
 		for _, p := range g.followers {
 			pids = append(pids, p.pid)
 		}
-		c, d, err := b.straceAttach(fmt.Sprintf("cost-%d-followers", followers), pids, window)
-		fc <- out{c, d, err}
+		t, d, err := b.straceAttach(fmt.Sprintf("cost-%d-followers", followers), pids, window)
+		fc <- out{t, d, err}
 	}()
 	lo, fo := <-lc, <-fc
 	if lo.err != nil || fo.err != nil {
 		r.Err = fmt.Sprint("strace: ", lo.err, " ", fo.err)
 		return r
 	}
-	r.Leader, r.Follow = lo.c, fo.c
+	r.Leader, r.Follow = lo.t, fo.t
 	r.Window = (lo.d + fo.d) / 2
-	// Writes: each commit under synchronous=FULL in WAL mode syncs the WAL
-	// once (calibrated below); reads are the remaining lock operations.
-	fs := float64(lo.c.fsyncs() + fo.c.fsyncs())
-	fc2 := float64(lo.c["fcntl"] + fo.c["fcntl"])
-	if cal.FsyncPerWrite > 0 && cal.FcntlPerRead > 0 {
-		r.Writes = fs / cal.FsyncPerWrite
-		r.Reads = max(0, (fc2-r.Writes*cal.FcntlPerWrite)/cal.FcntlPerRead)
-	}
+	r.Writes = float64(lo.t.Writes + fo.t.Writes)
+	r.Reads = float64(lo.t.Txns+fo.t.Txns) - r.Writes
 	return r
 }
 
@@ -256,14 +252,14 @@ func (b *bench) mysqlCost(ctx context.Context, st *store, followers int, window 
 	}
 	defer g.stop()
 	b.sleep(12 * time.Second)
-	c0 := pc.snapshot()
+	c0, k0 := pc.snapshot()
 	q0, _ := b.mysql.globalStatus(ctx)
 	t0 := mono.Now()
 	b.sleep(window)
-	c1 := pc.snapshot()
+	c1, k1 := pc.snapshot()
 	r.Window = mono.Since(t0)
 	q1, _ := b.mysql.globalStatus(ctx)
-	r.By = diffCounts(c0, c1)
+	r.By, r.Kinds = diffCounts(c0, c1), diffCounts(k0, k1)
 	r.Count = float64(r.By["COM_QUERY"] + r.By["COM_STMT_EXECUTE"])
 	if q0 != nil && q1 != nil {
 		r.Global = fmt.Sprintf("server-wide Questions over the window: %.2f/s (every client's)", float64(q1["Questions"]-q0["Questions"])/r.Window.Seconds())
@@ -379,25 +375,30 @@ func (b *bench) calibrateSQLite() sqliteCalibration {
 		cal.Err = err.Error()
 		return cal
 	}
-	run := func(op string, n int) (syscallCounts, error) {
+	dir, err := os.MkdirTemp(b.tmp, "calib-")
+	if err != nil {
+		cal.Err = err.Error()
+		return cal
+	}
+	run := func(op string, n int) (traced, error) {
 		out := b.tmpPath(fmt.Sprintf("calib-%s-%d.strace", op, n))
-		db := b.tmpPath(fmt.Sprintf("calib-%s-%d.db", op, n))
-		p, err := b.procs.start("calib-"+op, []string{b.strace, "-f", "-c", "-o", out, self,
+		db := filepath.Join(dir, fmt.Sprintf("calib-%s-%d.db", op, n))
+		p, err := b.procs.start("calib-"+op, []string{b.strace, "-f", "-e", "trace=" + straceSyscalls, "-o", out, self,
 			"-calib-sqlite", db, "-calib-op", op, "-calib-n", strconv.Itoa(n)}, nil)
 		if err != nil {
-			return nil, err
+			return traced{}, err
 		}
 		if !p.wait(60 * time.Second) {
 			p.killGroup(syscall.SIGKILL)
-			return nil, fmt.Errorf("calibration did not finish")
+			return traced{}, fmt.Errorf("calibration did not finish")
 		}
 		if !p.cmd.ProcessState.Success() {
-			return nil, fmt.Errorf("calibration failed: see %s", filepath.Join(b.procs.logDir, "calib-"+op+".log"))
+			return traced{}, fmt.Errorf("calibration failed: see %s", filepath.Join(b.procs.logDir, "calib-"+op+".log"))
 		}
-		return parseStraceSummary(out)
+		return parseStraceTrace(out)
 	}
 	const lo, hi = 20, 220
-	per := func(op string) (fcntl, fsync float64, err error) {
+	per := func(op string) (txns, writes float64, err error) {
 		a, err := run(op, lo)
 		if err != nil {
 			return 0, 0, err
@@ -406,13 +407,13 @@ func (b *bench) calibrateSQLite() sqliteCalibration {
 		if err != nil {
 			return 0, 0, err
 		}
-		return float64(z["fcntl"]-a["fcntl"]) / (hi - lo), float64(z.fsyncs()-a.fsyncs()) / (hi - lo), nil
+		return float64(z.Txns-a.Txns) / (hi - lo), float64(z.Writes-a.Writes) / (hi - lo), nil
 	}
-	if cal.FcntlPerRead, cal.FsyncPerRead, err = per("read"); err != nil {
+	if cal.TxnsPerRead, cal.WritesPerRead, err = per("read"); err != nil {
 		cal.Err = err.Error()
 		return cal
 	}
-	if cal.FcntlPerWrite, cal.FsyncPerWrite, err = per("write"); err != nil {
+	if cal.TxnsPerWrite, cal.WritesPerWrite, err = per("write"); err != nil {
 		cal.Err = err.Error()
 	}
 	return cal

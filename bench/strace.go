@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,36 +16,78 @@ import (
 // syscallCounts maps a system call's name to how often it was made.
 type syscallCounts map[string]int64
 
-// parseStraceSummary reads the table `strace -c` writes.
-func parseStraceSummary(path string) (syscallCounts, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := syscallCounts{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 5 || fs[0] == "%" || strings.HasPrefix(fs[0], "-") || fs[len(fs)-1] == "total" {
-			continue
-		}
-		n, err := strconv.ParseInt(fs[3], 10, 64)
-		if err != nil {
-			continue
-		}
-		out[fs[len(fs)-1]] += n
-	}
-	return out, sc.Err()
-}
-
 func (c syscallCounts) fsyncs() int64 { return c["fsync"] + c["fdatasync"] }
 
-// straceAttach counts the system calls of pids (every thread) for window,
-// then detaches. It returns the counts and the measured window.
-func (b *bench) straceAttach(label string, pids []int, window time.Duration) (syscallCounts, time.Duration, error) {
+// traced is what strace saw a set of processes do with their SQLite
+// files.
+type traced struct {
+	Calls syscallCounts
+	// Txns counts transactions: read locks taken on one of the WAL
+	// index's read-mark bytes. Every SQLite transaction in WAL mode, a
+	// read or a write, begins by taking one. Writes counts the write
+	// transactions among them: the WAL index's write lock taken.
+	Txns, Writes int64
+}
+
+// The WAL index (the -shm file) keeps its locks at byte 120 (the writer),
+// 121–122 (checkpointer, recovery) and 123–127 (the five read marks).
+const (
+	walWriteLock = 120
+	walReadFirst = 123
+	walReadLast  = 127
+)
+
+// straceSyscalls are the system calls traced: the locks (every
+// transaction), and the I/O shown for the record.
+const straceSyscalls = "fcntl,fsync,fdatasync,pwrite64,pread64"
+
+var (
+	straceLine = regexp.MustCompile(`^(?:\d+ +)?([a-z0-9_]+)\((.*)`)
+	lockArgs   = regexp.MustCompile(`F_SETLKW?, \{l_type=(F_RDLCK|F_WRLCK|F_UNLCK), l_whence=SEEK_SET, l_start=(\d+), l_len=1`)
+)
+
+// parseStraceTrace reads the lines `strace -f -e trace=… -o FILE` wrote.
+// A call that another thread interrupted is written twice, "<unfinished
+// ...>" then "<... resumed>"; it counts once, from its first line, which
+// holds its arguments.
+func parseStraceTrace(path string) (traced, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return traced{}, err
+	}
+	defer f.Close()
+	t := traced{Calls: syscallCounts{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		m := straceLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue // "<... resumed>", "+++ exited", "--- SIGURG"
+		}
+		t.Calls[m[1]]++
+		if m[1] != "fcntl" {
+			continue
+		}
+		a := lockArgs.FindStringSubmatch(m[2])
+		if a == nil {
+			continue
+		}
+		at, _ := strconv.Atoi(a[2])
+		switch {
+		case a[1] == "F_RDLCK" && at >= walReadFirst && at <= walReadLast:
+			t.Txns++
+		case a[1] == "F_WRLCK" && at == walWriteLock:
+			t.Writes++
+		}
+	}
+	return t, sc.Err()
+}
+
+// straceAttach traces pids (every thread) for window, then detaches. It
+// returns what they did and the measured window.
+func (b *bench) straceAttach(label string, pids []int, window time.Duration) (traced, time.Duration, error) {
 	out := b.tmpPath(sanitize(label) + ".strace")
-	argv := []string{b.strace, "-f", "-c", "-o", out}
+	argv := []string{b.strace, "-f", "-e", "trace=" + straceSyscalls, "-o", out}
 	var markers []string
 	for _, p := range pids {
 		argv = append(argv, "-p", strconv.Itoa(p))
@@ -52,12 +95,12 @@ func (b *bench) straceAttach(label string, pids []int, window time.Duration) (sy
 	}
 	sp, err := b.procs.start("strace-"+label, argv, nil, markers...)
 	if err != nil {
-		return nil, 0, err
+		return traced{}, 0, err
 	}
 	for _, m := range markers {
 		if err := sp.waitMark(m, 10*time.Second); err != nil {
 			sp.killGroup(syscall.SIGKILL)
-			return nil, 0, err
+			return traced{}, 0, err
 		}
 	}
 	t0 := mono.Now()
@@ -66,8 +109,22 @@ func (b *bench) straceAttach(label string, pids []int, window time.Duration) (sy
 	got := mono.Since(t0)
 	if !sp.wait(20 * time.Second) {
 		sp.killGroup(syscall.SIGKILL)
-		return nil, 0, fmt.Errorf("strace did not detach")
+		return traced{}, 0, fmt.Errorf("strace did not detach")
 	}
-	counts, err := parseStraceSummary(out)
-	return counts, got, err
+	t, err := parseStraceTrace(out)
+	return t, got, err
+}
+
+// describe names the counts for the report.
+func (t traced) describe(secs float64) string {
+	var parts []string
+	for _, k := range strings.Split(straceSyscalls, ",") {
+		if n := t.Calls[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%.2f %s", float64(n)/secs, k))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
