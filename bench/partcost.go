@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,12 +33,17 @@ type partCostResult struct {
 	// Renew and Reconcile: the window's leaderrun_renew_duration_seconds
 	// and leaderrun_reconcile_duration_seconds, all replicas.
 	Renew, Reconcile histogram
+	// RenewSum is the window's leaderrun_renew_duration_seconds_sum.
+	RenewSum float64
 	// Ends: partition tenures that ended during the window, any cause (in
 	// an idle group every one is a spurious loss).
 	Ends float64
 	// OwnedEnd: partitions owned at the end, all replicas.
 	OwnedEnd int
-	Err      string
+	// CPU is the leaderrun processes' CPU time over the window, all
+	// replicas (their children, plain sleeps, use none).
+	CPU time.Duration
+	Err string
 }
 
 // PerReplica is one replica's statements per second.
@@ -77,8 +83,15 @@ func dbOfDSN(dsn string) string {
 // partCost runs M replicas of a group of n partitions at default timings,
 // each child a plain `sleep`, and counts the store's load once they have
 // settled.
-func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.Duration) *partCostResult {
+//
+// Every call of a batch that shares barrier (Add(1) per call) measures its
+// window at the same time as the others: each waits there until all have
+// settled (or failed).
+func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.Duration, barrier *sync.WaitGroup) *partCostResult {
 	r := &partCostResult{Store: st.Name, N: n, M: m}
+	var arrived sync.Once
+	arrive := func() { arrived.Do(barrier.Done) }
+	defer arrive()
 	if st.Name == "SQLite" && b.strace == "" {
 		r.Err = "strace is not on PATH"
 		return r
@@ -167,8 +180,15 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 			stable = 0
 		}
 	}
+	arrive()
+	barrier.Wait()
 	b.sleep(12 * time.Second) // past the acquisitions, and past the statistics' idle flush
 
+	var pids []int
+	for _, p := range reps {
+		pids = append(pids, p.pid)
+	}
+	cpu0 := cpuSum(pids)
 	var x0 int64
 	if st.Name == "PostgreSQL" {
 		if x0, err = b.pg.xacts(ctx, dbOfDSN(dsn)); err != nil {
@@ -201,6 +221,7 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 		s = <-sc
 	}
 	r.Window = mono.Since(w0)
+	r.CPU = cpuSum(pids) - cpu0
 	m1, err := scrapeAll()
 	if err != nil {
 		r.Err = err.Error()
@@ -235,6 +256,7 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 			r.RoundsTraced = d
 		}
 		r.Renew = r.Renew.add(histogramOf(m1[i])("leaderrun_renew_duration_seconds").sub(histogramOf(m0[i])("leaderrun_renew_duration_seconds")))
+		r.RenewSum += sumMetric(m1[i], "leaderrun_renew_duration_seconds_sum", nil) - sumMetric(m0[i], "leaderrun_renew_duration_seconds_sum", nil)
 		r.Reconcile = r.Reconcile.add(histogramOf(m1[i])("leaderrun_reconcile_duration_seconds").sub(histogramOf(m0[i])("leaderrun_reconcile_duration_seconds")))
 		r.Ends += sumMetric(m1[i], "leaderrun_tenure_ends_total", nil) - sumMetric(m0[i], "leaderrun_tenure_ends_total", nil)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -372,8 +373,15 @@ func (r *report) headline(w *mdw) {
 	}
 }
 
-// msf formats seconds as milliseconds.
+// msf formats seconds as milliseconds; +Inf (a histogram's last bucket)
+// as "+Inf".
 func msf(sec float64) string {
+	switch {
+	case math.IsInf(sec, 1):
+		return "+Inf"
+	case math.IsNaN(sec):
+		return "–"
+	}
 	return ms(time.Duration(sec * float64(time.Second)))
 }
 

@@ -119,29 +119,29 @@ func (r *report) partitionSection(w *mdw) {
 	w.p("### Store load and renewal rounds at 16 and 1,024 partitions")
 	w.p("")
 	w.p("%d replicas of a group of 16, and of 1,024, partitions at default timings, each partition's child a plain `sleep`;", o.PartM)
-	w.p("once every partition was owned and the spread stable for 2 s, 12 s more, then a %v window. The two sizes ran", o.PartCostWindow)
-	w.p("at the same time, PostgreSQL first, then SQLite. Rounds and their latency come from the replicas' own `/metrics`")
+	w.p("once both sizes had every partition owned and the spread stable for 2 s, 12 s more, then a %v window, the two", o.PartCostWindow)
+	w.p("sizes' windows at the same time; PostgreSQL first, then SQLite. Rounds and their latency come from the replicas' own `/metrics`")
 	w.p("(`--http-addr`): `leaderrun_store_calls_total{op=\"renew\"}` (one per round) and the")
 	w.p("`leaderrun_renew_duration_seconds` histogram, whose buckets end at 1, 2.5, 5, 10, 25, 50, 100, 250 ms …: a")
 	w.p("quantile is reported as the upper bound of its bucket. Partition tenures that ended during the window (any cause)")
 	w.p("are spurious losses: nothing moved. Targets (§8, §9): a replica's statements/s at 1,024 within 10%% of 16; at")
 	w.p("1,024 partitions on PostgreSQL, renew p99 ≤ 50 ms and no spurious loss.")
 	w.p("")
-	w.p("| store | partitions | settled after | window | a replica's statements/s | statements per round | rounds/s (all replicas) | renew round p50 / p99 / max bucket | share ≤ 50 ms | reconcile p50 / p99 bucket | partitions owned at the end | tenures ended in the window | how counted |")
-	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	w.p("| store | partitions | settled after | window | a replica's statements/s | statements per round | rounds/s (all replicas) | renew round mean; p50 / p99 / max bucket | share ≤ 50 ms | reconcile p50 / p99 bucket | partitions owned at the end | tenures ended in the window | leaderrun CPU, %% of one core per replica | how counted |")
+	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, c := range r.PartCost {
 		if c == nil {
 			continue
 		}
 		if c.Err != "" {
-			w.p("| %s | %d | error: %s | | | | | | | | | | |", c.Store, c.N, c.Err)
+			w.p("| %s | %d | error: %s | | | | | | | | | | | |", c.Store, c.N, c.Err)
 			continue
 		}
-		w.p("| %s | %d | %.1f s | %.0f s | %.3f | %.2f | %.2f | ≤ %s / ≤ %s / ≤ %s ms | %.1f%% | ≤ %s / ≤ %s ms | %d of %d | %.0f | %s |",
+		w.p("| %s | %d | %.1f s | %.0f s | %.3f | %.2f | %.2f | %s ms; ≤ %s / ≤ %s / ≤ %s ms | %.1f%% | ≤ %s / ≤ %s ms | %d of %d | %.0f | %.1f%% | %s |",
 			c.Store, c.N, c.Converge.Seconds(), c.Window.Seconds(), c.PerReplica(), c.PerRound(), c.Rounds/c.Window.Seconds(),
-			msf(c.Renew.quantileBound(0.5)), msf(c.Renew.quantileBound(0.99)), msf(c.Renew.quantileBound(1)),
+			msf(c.RenewSum/c.Renew.N()), msf(c.Renew.quantileBound(0.5)), msf(c.Renew.quantileBound(0.99)), msf(c.Renew.quantileBound(1)),
 			100*c.Renew.fractionAtMost(0.05), msf(c.Reconcile.quantileBound(0.5)), msf(c.Reconcile.quantileBound(0.99)),
-			c.OwnedEnd, c.N, c.Ends, c.How)
+			c.OwnedEnd, c.N, c.Ends, 100*c.CPU.Seconds()/c.Window.Seconds()/float64(max(c.M, 1)), c.How)
 	}
 	w.p("")
 	for _, st := range []string{"SQLite", "PostgreSQL"} {

@@ -368,12 +368,13 @@ func (b *bench) run(ctx context.Context) *report {
 			b.progress("partitions · %s: store cost at 16 and 1,024 partitions, %d replicas, %v window", name, o.partM, o.partCostWin)
 			busy := machineBusy()
 			out := make([]*partCostResult, 2)
-			var wg sync.WaitGroup
+			var wg, barrier sync.WaitGroup
 			for i, n := range []int{16, 1024} {
 				wg.Add(1)
+				barrier.Add(1)
 				go func() {
 					defer wg.Done()
-					out[i] = b.partCost(ctx, st, n, o.partM, o.partCostWin)
+					out[i] = b.partCost(ctx, st, n, o.partM, o.partCostWin, &barrier)
 				}()
 			}
 			wg.Wait()
