@@ -10,6 +10,8 @@
 // unset) without waiting, and keeps it until it exits: the kernel drops
 // the lock only once the process is gone, so a child that finds the lock
 // taken started while another child of the same partition was still alive.
+// Such a child then waits for the lock in the background, so that it holds
+// it once the other is gone and the next child is judged against it too.
 //
 // Each file holds one line: "pid ppid mono_ns token partition lock", where
 // token is LEADERRUN_TOKEN and partition LEADERRUN_PARTITION ("-" when
@@ -78,7 +80,8 @@ func takeLock(dir string) (bool, error) {
 		held = f
 		return true, nil
 	case errors.Is(err, syscall.EWOULDBLOCK):
-		f.Close()
+		held = f
+		go syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		return false, nil
 	}
 	f.Close()
