@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -114,6 +115,37 @@ next:
 type histogram struct {
 	Bounds []float64 // upper bounds in seconds, ascending, +Inf last
 	Counts []float64 // cumulative
+}
+
+// jsonHistogram is histogram in JSON, which has no +Inf: bounds as
+// Prometheus writes them ("0.05", "+Inf").
+type jsonHistogram struct {
+	Le     []string
+	Counts []float64
+}
+
+func (h histogram) MarshalJSON() ([]byte, error) {
+	j := jsonHistogram{Counts: h.Counts}
+	for _, b := range h.Bounds {
+		j.Le = append(j.Le, strconv.FormatFloat(b, 'g', -1, 64))
+	}
+	return json.Marshal(j)
+}
+
+func (h *histogram) UnmarshalJSON(b []byte) error {
+	var j jsonHistogram
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	h.Bounds, h.Counts = nil, j.Counts
+	for _, le := range j.Le {
+		v, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			return err
+		}
+		h.Bounds = append(h.Bounds, v)
+	}
+	return nil
 }
 
 // histogramOf collects the buckets of histogram name (name_bucket).

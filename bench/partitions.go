@@ -20,12 +20,28 @@ import (
 type partLog struct {
 	mu     sync.Mutex // guards the fields below
 	starts []mark
-	stops  map[int]mark // by pid
-	cur    map[int]mark // by partition: the latest start (by the child's clock)
+	// stops are by pid; a pid is reused (pid_max may be 32768 and the
+	// section starts thousands of children), so a stop belongs to the
+	// start of that pid that it follows (see stopOf).
+	stops map[int][]mark
+	cur   map[int]mark // by partition: the latest start (by the child's clock)
+}
+
+// stopOf returns the stop mark of the child that start recorded. Call
+// with l.mu held.
+func (l *partLog) stopOf(start mark) (mark, bool) {
+	var found mark
+	ok := false
+	for _, s := range l.stops[start.Pid] {
+		if s.At >= start.At && (!ok || s.At < found.At) {
+			found, ok = s, true
+		}
+	}
+	return found, ok
 }
 
 func newPartLog(w *watcher) *partLog {
-	l := &partLog{stops: map[int]mark{}, cur: map[int]mark{}}
+	l := &partLog{stops: map[int][]mark{}, cur: map[int]mark{}}
 	go func() {
 		for {
 			select {
@@ -38,7 +54,7 @@ func newPartLog(w *watcher) *partLog {
 				l.mu.Unlock()
 			case m := <-w.stops:
 				l.mu.Lock()
-				l.stops[m.Pid] = m
+				l.stops[m.Pid] = append(l.stops[m.Pid], m)
 				l.mu.Unlock()
 			case <-w.done:
 				return
@@ -70,7 +86,7 @@ func (l *partLog) waitFor(timeout time.Duration, pred func() bool) bool {
 func (l *partLog) runningBy() map[int][]int {
 	out := map[int][]int{}
 	for p, m := range l.cur {
-		if _, stopped := l.stops[m.Pid]; !stopped {
+		if _, stopped := l.stopOf(m); !stopped {
 			out[m.Ppid] = append(out[m.Ppid], p)
 		}
 	}
@@ -226,7 +242,7 @@ func (b *bench) runPartitions(ctx context.Context, st *store, n, m, termRuns, ki
 				if !ok || c.Ppid != pidOf[target[p]] {
 					return false
 				}
-				if _, stopped := log.stops[c.Pid]; stopped {
+				if _, stopped := log.stopOf(c); stopped {
 					return false
 				}
 			}
@@ -405,7 +421,7 @@ func (b *bench) runPartitions(ctx context.Context, st *store, n, m, termRuns, ki
 	for _, ss := range byPart {
 		slices.SortFunc(ss, func(a, b mark) int { return cmp.Compare(a.At, b.At) })
 		for i := 1; i < len(ss); i++ {
-			if stop, ok := log.stops[ss[i-1].Pid]; ok && stop.At > ss[i].At {
+			if stop, ok := log.stopOf(ss[i-1]); ok && stop.At > ss[i].At {
 				r.Overlaps++
 			}
 		}
