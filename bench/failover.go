@@ -76,7 +76,7 @@ type failoverResult struct {
 	// lock still held: the old child was alive when the new one started.
 	LockConflicts int
 	Failed        int
-	Notes              []string
+	Notes         []string
 }
 
 func (r *failoverResult) note(format string, args ...any) {

@@ -85,10 +85,10 @@ type bench struct {
 	storeNotes map[string]string
 	calOnce    sync.Once
 	cal        sqliteCalibration // see calibration
-	quit     chan struct{}
-	quitOnce sync.Once
-	stopped  atomic.Bool
-	started  time.Time
+	quit       chan struct{}
+	quitOnce   sync.Once
+	stopped    atomic.Bool
+	started    time.Time
 }
 
 func main() {

@@ -451,7 +451,6 @@ func (r *report) idleCell(store string) string {
 		met(l.RSSKB <= targetIdleRSSKB && s.RSSKB <= targetIdleRSSKB))
 }
 
-
 // busy describes the machine's CPU use during a section.
 func (r *report) busy(section string) string {
 	b, ok := r.Busy[section]

@@ -428,4 +428,3 @@ func (r *report) footprintSection(w *mdw) {
 	w.p("| leaderrun start → exit (child exits at once; includes release) | %d | %s ms | %s ms | %s ms | %s ms | | |", t.N, ms(t.P50), ms(t.P90), ms(t.P99), ms(t.Max))
 	w.p("")
 }
-

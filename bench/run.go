@@ -14,15 +14,15 @@ import (
 
 // report is everything one run measured.
 type report struct {
-	Machine    machineInfo
-	Command    string
-	Opt        runOptions
-	PGNote     string
-	PGVersion  string
-	PeerNote   string
-	EtcdVer    string
-	MySQLVer   string
-	RedisVer   string
+	Machine   machineInfo
+	Command   string
+	Opt       runOptions
+	PGNote    string
+	PGVersion string
+	PeerNote  string
+	EtcdVer   string
+	MySQLVer  string
+	RedisVer  string
 	// Stores are the stores leaderrun was measured on; StoreNotes says why
 	// one of storeNames is missing.
 	Stores     []string

@@ -6,9 +6,9 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strings"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
