@@ -160,17 +160,23 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 	capOwned := (n + m - 1) / m
 	stable := 0
 	deadline := time.Now().Add(4 * time.Minute)
+	var last string // the last poll, for the error
 	for stable < 4 {
 		if time.Now().After(deadline) || b.stopping() {
-			r.Err = fmt.Sprintf("the %d replicas did not settle on %d partitions within 4m", m, n)
+			r.Err = fmt.Sprintf("the %d replicas did not settle on %d partitions within 4m (last poll: %s)", m, n, last)
 			return r
 		}
 		time.Sleep(500 * time.Millisecond)
 		all, err := scrapeAll()
 		if err != nil {
-			stable = 0
+			stable, last = 0, err.Error()
 			continue
 		}
+		var each []string
+		for _, ms := range all {
+			each = append(each, fmt.Sprint(sumMetric(ms, "leaderrun_partitions_owned", nil)))
+		}
+		last = "owned per replica " + strings.Join(each, ", ")
 		if sum, most := owned(all); sum == n && most <= capOwned {
 			if stable == 0 {
 				r.Converge = mono.Since(t0)
