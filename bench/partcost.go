@@ -26,6 +26,8 @@ type partCostResult struct {
 	// SQLite: the first replica alone, under strace.
 	Traced        traced
 	Reads, Writes float64
+	// Busy: write attempts that found another replica writing, retried.
+	Busy float64
 	// Rounds: renewal rounds over the window, all replicas
 	// (leaderrun_store_calls_total{op="renew"}); RoundsTraced: the traced
 	// replica's.
@@ -248,8 +250,7 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 			return r
 		}
 		r.Traced, r.Window = s.c, s.d
-		r.Writes = float64(s.c.Writes)
-		r.Reads = float64(s.c.Txns) - r.Writes
+		r.Writes, r.Reads, r.Busy = float64(s.c.Writes), float64(s.c.Reads()), float64(s.c.Busy)
 		r.How = "strace of one replica: transactions from the WAL index's locks"
 	}
 	renewCalls := func(ms []metric) float64 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -141,7 +142,7 @@ func (r *report) partitionSection(w *mdw) {
 			c.Store, c.N, c.Converge.Seconds(), c.Window.Seconds(), c.PerReplica(), c.PerRound(), c.Rounds/c.Window.Seconds(),
 			msf(c.RenewSum/c.Renew.N()), msf(c.Renew.quantileBound(0.5)), msf(c.Renew.quantileBound(0.99)), msf(c.Renew.quantileBound(1)),
 			100*c.Renew.fractionAtMost(0.05), msf(c.Reconcile.quantileBound(0.5)), msf(c.Reconcile.quantileBound(0.99)),
-			c.OwnedEnd, c.N, c.Ends, 100*c.CPU.Seconds()/c.Window.Seconds()/float64(max(c.M, 1)), c.How)
+			c.OwnedEnd, c.N, c.Ends, 100*c.CPU.Seconds()/c.Window.Seconds()/float64(max(c.M, 1)), how(c))
 	}
 	w.p("")
 	for _, st := range []string{"SQLite", "PostgreSQL"} {
@@ -153,6 +154,16 @@ func (r *report) partitionSection(w *mdw) {
 		w.p("- %s: statements/s at 1,024 ÷ at 16 = %.3f ÷ %.3f = %.2f; target ≤ 1.10: %s. Machine CPU busy: %s.", st, z.PerReplica(), a.PerReplica(), g, met(g <= targetPartGrowth), r.busy("partcost "+st))
 	}
 	w.p("")
+}
+
+// how says how a partitioned cost row was counted; on SQLite with the
+// write transactions that found another replica writing and were retried.
+func how(c *partCostResult) string {
+	if c.Store != "SQLite" {
+		return c.How
+	}
+	return fmt.Sprintf("%s (%.2f reads/s, %.2f writes/s; %.2f busy write retries/s)", c.How,
+		c.Reads/c.Window.Seconds(), c.Writes/c.Window.Seconds(), c.Busy/c.Window.Seconds())
 }
 
 func partNotes(p *partResult) string {

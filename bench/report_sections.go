@@ -231,7 +231,9 @@ func (r *report) costSection(w *mdw) {
 	w.p("- SQLite has no server to ask. The benchmark attaches `strace -f` to the leaderrun processes for the window")
 	w.p("  and counts transactions from the locks SQLite takes on the WAL index (the -shm file): every transaction, a read")
 	w.p("  or a write, first takes a read lock on one of the five read-mark bytes (123–127), and a write transaction also")
-	w.p("  takes the writer's lock (byte 120). A calibration in the same run checks the count against the SQLite store's")
+	w.p("  takes the writer's lock (byte 120); only locks granted count (a write attempt that finds another connection")
+	w.p("  writing fails, and SQLite begins the transaction again from its busy handler: one statement, not several).")
+	w.p("  A calibration in the same run checks the count against the SQLite store's")
 	w.p("  own `Get` (a read) and `Renew` (a write), run 20 and 220 times under strace:")
 	if r.Cal.Err != "" {
 		w.p("  calibration failed: %s.", r.Cal.Err)

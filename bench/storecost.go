@@ -175,7 +175,7 @@ func (b *bench) sqliteCost(followers int, window time.Duration) *costResult {
 	r.Leader, r.Follow = lo.t, fo.t
 	r.Window = (lo.d + fo.d) / 2
 	r.Writes = float64(lo.t.Writes + fo.t.Writes)
-	r.Reads = float64(lo.t.Txns+fo.t.Txns) - r.Writes
+	r.Reads = float64(lo.t.Reads() + fo.t.Reads())
 	return r
 }
 
@@ -407,7 +407,8 @@ func (b *bench) calibrateSQLite() sqliteCalibration {
 		if err != nil {
 			return 0, 0, err
 		}
-		return float64(z.Txns-a.Txns) / (hi - lo), float64(z.Writes-a.Writes) / (hi - lo), nil
+		n := (z.Reads() + z.Writes) - (a.Reads() + a.Writes)
+		return float64(n) / (hi - lo), float64(z.Writes-a.Writes) / (hi - lo), nil
 	}
 	if cal.TxnsPerRead, cal.WritesPerRead, err = per("read"); err != nil {
 		cal.Err = err.Error()

@@ -22,12 +22,21 @@ func (c syscallCounts) fsyncs() int64 { return c["fsync"] + c["fdatasync"] }
 // files.
 type traced struct {
 	Calls syscallCounts
-	// Txns counts transactions: read locks taken on one of the WAL
-	// index's read-mark bytes. Every SQLite transaction in WAL mode, a
-	// read or a write, begins by taking one. Writes counts the write
-	// transactions among them: the WAL index's write lock taken.
-	Txns, Writes int64
+	// ReadLocks counts read locks taken on one of the WAL index's
+	// read-mark bytes: every SQLite transaction in WAL mode, a read or a
+	// write, begins by taking one, and so does every retry of a write
+	// transaction that found the writer's lock taken (SQLite ends the
+	// transaction and begins it again from its busy handler).
+	ReadLocks int64
+	// Writes counts the WAL index's write lock taken: one per write
+	// transaction. Busy counts the attempts to take it that failed
+	// because another connection held it, each of which was retried.
+	Writes, Busy int64
 }
+
+// Reads is the read transactions: read locks not taken for a write
+// attempt.
+func (t traced) Reads() int64 { return max(0, t.ReadLocks-t.Writes-t.Busy) }
 
 // The WAL index (the -shm file) keeps its locks at byte 120 (the writer),
 // 121–122 (checkpointer, recovery) and 123–127 (the five read marks).
@@ -42,14 +51,15 @@ const (
 const straceSyscalls = "fcntl,fsync,fdatasync,pwrite64,pread64"
 
 var (
-	straceLine = regexp.MustCompile(`^(?:\d+ +)?([a-z0-9_]+)\((.*)`)
-	lockArgs   = regexp.MustCompile(`F_SETLKW?, \{l_type=(F_RDLCK|F_WRLCK|F_UNLCK), l_whence=SEEK_SET, l_start=(\d+), l_len=1`)
+	straceLine  = regexp.MustCompile(`^(?:(\d+) +)?([a-z0-9_]+)\((.*)`)
+	resumedLine = regexp.MustCompile(`^(?:(\d+) +)?<\.\.\. ([a-z0-9_]+) resumed>(.*)`)
+	lockArgs    = regexp.MustCompile(`F_SETLKW?, \{l_type=(F_RDLCK|F_WRLCK|F_UNLCK), l_whence=SEEK_SET, l_start=(\d+), l_len=1`)
 )
 
 // parseStraceTrace reads the lines `strace -f -e trace=… -o FILE` wrote.
 // A call that another thread interrupted is written twice, "<unfinished
-// ...>" then "<... resumed>"; it counts once, from its first line, which
-// holds its arguments.
+// ...>" with its arguments, then "<... resumed>" with its result; it
+// counts once, judged by both.
 func parseStraceTrace(path string) (traced, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -57,28 +67,49 @@ func parseStraceTrace(path string) (traced, error) {
 	}
 	defer f.Close()
 	t := traced{Calls: syscallCounts{}}
+	lock := func(args, result string) {
+		a := lockArgs.FindStringSubmatch(args)
+		if a == nil {
+			return
+		}
+		ok := strings.HasPrefix(strings.TrimSpace(result), "= 0")
+		at, _ := strconv.Atoi(a[2])
+		switch {
+		case a[1] == "F_RDLCK" && at >= walReadFirst && at <= walReadLast && ok:
+			t.ReadLocks++
+		case a[1] == "F_WRLCK" && at == walWriteLock && ok:
+			t.Writes++
+		case a[1] == "F_WRLCK" && at == walWriteLock:
+			t.Busy++
+		}
+	}
+	pending := map[string]string{} // by thread: the arguments of an unfinished fcntl
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		m := straceLine.FindStringSubmatch(sc.Text())
+		line := sc.Text()
+		if m := resumedLine.FindStringSubmatch(line); m != nil {
+			if args, ok := pending[m[1]]; ok && m[2] == "fcntl" {
+				delete(pending, m[1])
+				_, result, _ := strings.Cut(m[3], ")")
+				lock(args, result)
+			}
+			continue
+		}
+		m := straceLine.FindStringSubmatch(line)
 		if m == nil {
-			continue // "<... resumed>", "+++ exited", "--- SIGURG"
+			continue // "+++ exited", "--- SIGURG"
 		}
-		t.Calls[m[1]]++
-		if m[1] != "fcntl" {
+		t.Calls[m[2]]++
+		if m[2] != "fcntl" {
 			continue
 		}
-		a := lockArgs.FindStringSubmatch(m[2])
-		if a == nil {
+		if args, ok := strings.CutSuffix(m[3], " <unfinished ...>"); ok {
+			pending[m[1]] = args
 			continue
 		}
-		at, _ := strconv.Atoi(a[2])
-		switch {
-		case a[1] == "F_RDLCK" && at >= walReadFirst && at <= walReadLast:
-			t.Txns++
-		case a[1] == "F_WRLCK" && at == walWriteLock:
-			t.Writes++
-		}
+		_, result, _ := strings.Cut(m[3], ")")
+		lock(m[3], result)
 	}
 	return t, sc.Err()
 }
