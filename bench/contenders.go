@@ -21,7 +21,7 @@ func (b *bench) leaderrunContender(label, store, dsn string, ttl, period time.Du
 		spawn: func(name, dir string, idx int) (*proc, error) {
 			argv := []string{b.lrBin, "--name", name, "--store", dsn, "--log-level", "info"}
 			argv = append(argv, timing...)
-			argv = append(argv, "--", b.childBin, "-dir", dir, "-mode", "hold")
+			argv = append(argv, "--", b.childBin, "-dir", dir, "-mode", "hold", "-lock")
 			return b.procs.start(fmt.Sprintf("%s-%s-%d", label, name, idx), argv, nil, markStandby, markElected)
 		},
 		standby: func(name string, p *proc, n int, timeout time.Duration) error {
@@ -37,9 +37,9 @@ func (b *bench) etcdContender(label string, e *etcdServer, ttl time.Duration) *c
 		Label: label, Tool: "etcdctl lock", Store: "etcd", TTL: ttl, Period: ttl / 3,
 		StopHow: "SIGTERM to the etcdctl process group (etcdctl does not stop its child on SIGTERM; see below)",
 		spawn: func(name, dir string, idx int) (*proc, error) {
-			argv := []string{b.etcdctl, "--endpoints", e.endpoint, "lock",
+			argv := []string{b.etcdctl, "--endpoints", e.endpointList(), "lock",
 				fmt.Sprintf("--ttl=%d", int(ttl.Seconds())), name,
-				"--", b.childBin, "-dir", dir, "-mode", "hold"}
+				"--", b.childBin, "-dir", dir, "-mode", "hold", "-lock"}
 			return b.procs.start(fmt.Sprintf("%s-%s-%d", label, name, idx), argv, nil)
 		},
 		standby: func(name string, p *proc, n int, timeout time.Duration) error {

@@ -11,19 +11,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bench/internal/mono"
 )
 
-// etcdServer is a single-member etcd on loopback with its data in a temp
-// dir.
+// etcdServer is a three-member etcd cluster on loopback with its data in
+// a temp dir: the cluster on which both etcdctl lock and leaderrun's etcd
+// store are measured.
 type etcdServer struct {
-	p        *proc
-	endpoint string // 127.0.0.1:PORT
-	client   *http.Client
+	members   []*proc
+	endpoints []string // 127.0.0.1:PORT of every member
+	endpoint  string   // the first member's, for the benchmark's own reads
+	client    *http.Client
 }
+
+// etcdMembers is the size of the benchmark's etcd cluster.
+const etcdMembers = 3
 
 // freePort asks the kernel for a free loopback port.
 func freePort() (int, error) {
@@ -36,34 +42,53 @@ func freePort() (int, error) {
 }
 
 func (b *bench) startEtcd() (*etcdServer, error) {
-	cport, err := freePort()
-	if err != nil {
-		return nil, err
+	var cports, pports []int
+	for range etcdMembers {
+		cp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		cports, pports = append(cports, cp), append(pports, pp)
 	}
-	pport, err := freePort()
-	if err != nil {
-		return nil, err
+	var initial []string
+	for i, pp := range pports {
+		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, pp))
 	}
-	dataDir, err := os.MkdirTemp(b.tmp, "etcd-data-")
-	if err != nil {
-		return nil, err
+	e := &etcdServer{client: &http.Client{Timeout: 2 * time.Second}}
+	for i := range etcdMembers {
+		dataDir, err := os.MkdirTemp(b.tmp, fmt.Sprintf("etcd-m%d-", i))
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		client := fmt.Sprintf("http://127.0.0.1:%d", cports[i])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", pports[i])
+		argv := []string{b.etcd, "--name", fmt.Sprintf("m%d", i), "--data-dir", dataDir,
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", fmt.Sprintf("lrbench-%d", os.Getpid()),
+			"--logger", "zap", "--log-level", "warn"}
+		p, err := b.procs.start(fmt.Sprintf("etcd-m%d", i), argv, nil)
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		e.members = append(e.members, p)
+		e.endpoints = append(e.endpoints, fmt.Sprintf("127.0.0.1:%d", cports[i]))
 	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", cport)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", pport)
-	argv := []string{b.etcd, "--name", "bench", "--data-dir", dataDir,
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "bench=" + peer, "--initial-cluster-state", "new",
-		"--logger", "zap", "--log-level", "warn"}
-	p, err := b.procs.start("etcd", argv, nil)
-	if err != nil {
-		return nil, err
-	}
-	e := &etcdServer{p: p, endpoint: fmt.Sprintf("127.0.0.1:%d", cport), client: &http.Client{Timeout: 2 * time.Second}}
+	e.endpoint = e.endpoints[0]
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if p.exited() {
-			return nil, fmt.Errorf("etcd exited at start; see %s", filepath.Join(b.procs.logDir, "etcd.log"))
+		for _, p := range e.members {
+			if p.exited() {
+				e.stop()
+				return nil, fmt.Errorf("etcd member exited at start; see %s", filepath.Join(b.procs.logDir, p.label+".log"))
+			}
 		}
 		if _, err := e.count("probe/"); err == nil {
 			return e, nil
@@ -74,12 +99,53 @@ func (b *bench) startEtcd() (*etcdServer, error) {
 	return nil, fmt.Errorf("etcd did not answer within 30s")
 }
 
+// stop stops every member at once (a leader stopped alone waits for
+// peers that are gone).
 func (e *etcdServer) stop() {
-	e.p.killGroup(syscall.SIGTERM)
-	if !e.p.wait(10 * time.Second) {
-		e.p.killGroup(syscall.SIGKILL)
-		e.p.wait(5 * time.Second)
+	for _, p := range e.members {
+		p.killGroup(syscall.SIGTERM)
 	}
+	for _, p := range e.members {
+		if !p.wait(10 * time.Second) {
+			p.killGroup(syscall.SIGKILL)
+			p.wait(5 * time.Second)
+		}
+	}
+}
+
+// endpointList is the members' addresses, comma-separated, as etcdctl's
+// --endpoints and an etcd:// DSN take them.
+func (e *etcdServer) endpointList() string { return strings.Join(e.endpoints, ",") }
+
+// dsn is the etcd:// store DSN of the whole cluster with a key prefix.
+func (e *etcdServer) dsn(prefix string) string {
+	return "etcd://" + e.endpointList() + "/" + prefix
+}
+
+// requests sums, over every member, the gRPC messages the member received
+// from clients (grpc_server_msg_received_total: one per unary call, one
+// per message on a stream such as a lease keep-alive or a watch), by
+// method. Peers talk to each other over HTTP, not gRPC, so raft traffic is
+// not in it.
+func (e *etcdServer) requests() (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, ep := range e.endpoints {
+		resp, err := e.client.Get("http://" + ep + "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		ms, err := parseMetrics(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if m.name == "grpc_server_msg_received_total" {
+				out[m.labels["grpc_method"]] += m.value
+			}
+		}
+	}
+	return out, nil
 }
 
 // count is the number of keys under prefix, through etcd's JSON gateway.

@@ -72,8 +72,11 @@ type failoverResult struct {
 	// TokenNotIncreasing counts hand-overs whose new LEADERRUN_TOKEN was
 	// not greater than the previous one (leaderrun only).
 	TokenNotIncreasing int
-	Failed             int
-	Notes              []string
+	// LockConflicts counts next children that found the previous child's
+	// lock still held: the old child was alive when the new one started.
+	LockConflicts int
+	Failed        int
+	Notes         []string
 }
 
 func (r *failoverResult) note(format string, args ...any) {
@@ -212,6 +215,9 @@ func (b *bench) runFailover(c *contender, mode string, runs, replicas int) *fail
 		if remaining >= 0 {
 			res.Remaining = append(res.Remaining, remaining)
 			res.AfterExpiry = append(res.AfterExpiry, time.Duration(next.At-t0)-remaining)
+		}
+		if next.Lock == "0" {
+			res.LockConflicts++
 		}
 		oldAlive := pidAlive(cur.Pid)
 		if oldAlive {

@@ -1,16 +1,20 @@
-// Command bench measures leaderrun against the performance targets of
-// docs/design.md §8, and etcdctl lock on a local etcd as a peer, with real
-// processes and real signals, and writes the results as Markdown.
+// Command bench measures leaderrun against the performance targets of the
+// design (§8, and §9 for partitions), on every store it can reach — SQLite,
+// PostgreSQL, MariaDB, Redis and etcd — and etcdctl lock on the same etcd
+// cluster as a peer, with real processes and real signals, and writes the
+// results as Markdown.
 //
-//	go run ./bench -out BENCHMARKS.md          # full run, about 5 minutes
-//	go run ./bench -quick -out /tmp/quick.md   # under 2 minutes
+//	go run ./bench -out BENCHMARKS.md -json bench/results.json   # full run, about 30 minutes
+//	go run ./bench -quick -out /tmp/quick.md                      # about 10 minutes
 //
 // It builds leaderrun (CGO_ENABLED=0, as `make build` does) and a small
 // child program into a temp dir, starts every process in a process group
 // of its own, talks only to 127.0.0.1, and kills what it started and
-// removes the temp dir when it ends or is interrupted. PostgreSQL is used
-// when -pg connects (the benchmark creates and drops databases of its
-// own); etcd and etcdctl when they are on PATH. It installs nothing.
+// removes the temp dir when it ends or is interrupted. PostgreSQL,
+// MariaDB and Redis are used when -pg, -mysql and -redis connect (the
+// benchmark creates and drops databases, and key prefixes, of its own);
+// etcd and etcdctl when they are on PATH (it starts a three-member
+// cluster of its own on loopback ports). It installs nothing.
 package main
 
 import (
@@ -43,6 +47,14 @@ type options struct {
 	scaleWindow  time.Duration
 	scaleReps    int
 	pgDSN        string
+	mysqlDSN     string
+	redisDSN     string
+	stepRuns     int
+	partN        int
+	partM        int
+	partTerm     int
+	partKill     int
+	partCostWin  time.Duration
 	leaderrunBin string
 	only         string
 	keep         bool
@@ -62,13 +74,21 @@ type bench struct {
 	etcd     string
 	etcdctl  string
 	pg       *pgAdmin
-	pgCLI    bool   // the leaderrun binary opens postgres:// stores
 	pgNote   string // why PostgreSQL parts were skipped or changed
-	pgDB     string // database for the CLI scenarios
-	quit     chan struct{}
-	quitOnce sync.Once
-	stopped  atomic.Bool
-	started  time.Time
+	mysql    *mysqlAdmin
+	redis    *redisAdmin
+	etcdSrv  *etcdServer
+	etcdNote string // why etcd (and the peer) were not measured
+	// stores are the stores this run measures leaderrun on, in the order
+	// of storeNames; storeNotes says why one is missing.
+	stores     []*store
+	storeNotes map[string]string
+	calOnce    sync.Once
+	cal        sqliteCalibration // see calibration
+	quit       chan struct{}
+	quitOnce   sync.Once
+	stopped    atomic.Bool
+	started    time.Time
 }
 
 func main() {
@@ -90,8 +110,18 @@ func main() {
 	flag.IntVar(&o.scaleReps, "scale-replicas", 2, "Stores (replicas) competing for every name in the scale test")
 	flag.StringVar(&o.pgDSN, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL maintenance DSN (loopback only); the benchmark creates and drops databases lrbench_*; empty skips PostgreSQL")
+	flag.StringVar(&o.mysqlDSN, "mysql", "mysql://root@127.0.0.1:3306/",
+		"MariaDB server DSN (loopback only); the benchmark creates and drops databases lrbench_*; empty skips MariaDB")
+	flag.StringVar(&o.redisDSN, "redis", "redis://127.0.0.1:6379/0",
+		"Redis server URL (loopback only); the benchmark uses key prefixes lrbench-* and deletes them; empty skips Redis")
+	flag.IntVar(&o.stepRuns, "stepdown-runs", 20, "step-down hand-overs per store")
+	flag.IntVar(&o.partN, "partitions", 256, "partitions of the partitioned section's group")
+	flag.IntVar(&o.partM, "partition-replicas", 4, "replicas of the partitioned section's group")
+	flag.IntVar(&o.partTerm, "partition-term-runs", 20, "partitioned: SIGTERMs of one replica (each followed by a join) per store")
+	flag.IntVar(&o.partKill, "partition-kill-runs", 5, "partitioned: SIGKILLs of one replica (each followed by a join) per store")
+	flag.DurationVar(&o.partCostWin, "partition-cost-window", 60*time.Second, "partitioned: store-cost window at 16 and 1,024 partitions")
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,cost,handoff,crash,scale (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,handoff,stepdown,cost,crash,scale,partitions (default all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")
@@ -103,8 +133,9 @@ func main() {
 		o.handoffRuns, o.crashRuns, o.shortRuns = 10, 1, 3
 		o.costWindow, o.idleWindow, o.execRuns = 15*time.Second, 10*time.Second, 10
 		o.scaleWindow = 15 * time.Second
+		o.stepRuns, o.partTerm, o.partKill, o.partCostWin = 5, 3, 1, 15*time.Second
 	}
-	b := &bench{opt: o, quit: make(chan struct{}), started: time.Now()}
+	b := &bench{opt: o, quit: make(chan struct{}), started: time.Now(), storeNotes: map[string]string{}}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
@@ -180,6 +211,15 @@ func (b *bench) main() int {
 	if b.pg != nil {
 		defer b.pg.close(context.Background())
 	}
+	if b.mysql != nil {
+		defer b.mysql.close()
+	}
+	if b.redis != nil {
+		defer b.redis.close()
+	}
+	if b.etcdSrv != nil {
+		defer b.etcdSrv.stop()
+	}
 	rep := b.run(ctx)
 	if b.stopping() {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no report written")
@@ -237,39 +277,27 @@ func (b *bench) setup(ctx context.Context, logDir string) error {
 	}
 	b.strace = lookPath("strace")
 	b.etcd, b.etcdctl = lookPath("etcd"), lookPath("etcdctl")
+	switch {
+	case b.etcd == "" || b.etcdctl == "":
+		b.etcdNote = "etcd and etcdctl are not on PATH: leaderrun on etcd and the peer (etcdctl lock) were NOT measured. " +
+			"On Debian: apt-get update && apt-get install -y etcd-server etcd-client."
+	default:
+		if b.etcdSrv, err = b.startEtcd(); err != nil {
+			b.etcdNote = "etcd did not start: " + err.Error()
+			b.etcdSrv = nil
+		}
+	}
 	if b.opt.pgDSN == "" {
 		b.pgNote = "PostgreSQL skipped: -pg is empty"
-		return nil
-	}
-	if b.pg, err = openPGAdmin(ctx, b.opt.pgDSN); err != nil {
+	} else if b.pg, err = openPGAdmin(ctx, b.opt.pgDSN); err != nil {
 		b.pgNote = "PostgreSQL skipped: " + err.Error()
 		b.pg = nil
-		return nil
 	}
-	b.pgDB = fmt.Sprintf("lrbench_%d_cli", os.Getpid())
-	if err := b.pg.createDB(ctx, b.pgDB); err != nil {
-		b.pgNote = "PostgreSQL skipped: " + err.Error()
-		b.pg = nil
-		return nil
+	b.setupStores(ctx)
+	if n, ok := b.storeNotes["PostgreSQL"]; ok && b.pgNote == "" {
+		b.pgNote = "PostgreSQL " + n
 	}
-	b.pgCLI, b.pgNote = b.probePGCLI()
 	return nil
-}
-
-// probePGCLI checks whether the leaderrun binary opens postgres:// stores.
-func (b *bench) probePGCLI() (bool, string) {
-	dir, _ := os.MkdirTemp(b.tmp, "pgprobe-")
-	cmd := exec.Command(b.lrBin, "--name", "bench-probe", "--store", b.pg.dsnFor(b.pgDB), "--once",
-		"--acquire-timeout", "10s", "--log-level", "error", "--", b.childBin, "-dir", dir, "-mode", "exit")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if i := strings.LastIndex(msg, "\n"); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return false, fmt.Sprintf("the leaderrun binary could not run on PostgreSQL (%v: %s)", err, msg)
-	}
-	return true, ""
 }
 
 // renderMain rewrites the Markdown report of an earlier run from its JSON.

@@ -14,13 +14,19 @@ import (
 
 // report is everything one run measured.
 type report struct {
-	Machine    machineInfo
-	Command    string
-	Opt        runOptions
-	PGNote     string
-	PGVersion  string
-	PeerNote   string
-	EtcdVer    string
+	Machine   machineInfo
+	Command   string
+	Opt       runOptions
+	PGNote    string
+	PGVersion string
+	PeerNote  string
+	EtcdVer   string
+	MySQLVer  string
+	RedisVer  string
+	// Stores are the stores leaderrun was measured on; StoreNotes says why
+	// one of storeNames is missing.
+	Stores     []string
+	StoreNotes map[string]string
 	BinSize    int64
 	Idle       []idleResult
 	Exec       *execResult
@@ -30,6 +36,9 @@ type report struct {
 	Crash      []*failoverResult
 	TermProbe  etcdTermProbe
 	Scale      *scaleResult
+	StepDown   []*stepResult
+	Parts      []*partResult
+	PartCost   []*partCostResult
 	Took       time.Duration
 	LoadBefore string
 	LoadAfter  string
@@ -45,6 +54,11 @@ type runOptions struct {
 	Quick                  bool
 	Replicas, ScaleNames   int
 	CostWindow, IdleWindow time.Duration
+	PartCostWindow         time.Duration
+	HandoffRuns, CrashRuns int
+	ShortRuns, StepRuns    int
+	PartN, PartM           int
+	PartTerm, PartKill     int
 }
 
 type machineInfo struct {
@@ -105,51 +119,56 @@ func loadavg() string {
 }
 
 // run measures every section in an order that keeps the latency-sensitive
-// ones (start-to-exec, hand-off) away from the busy ones (store cost under
-// strace, 1,000 names).
+// ones (start-to-exec, hand-off, step-down) away from the busy ones (store
+// cost under strace, 1,000 names, partitions).
 func (b *bench) run(ctx context.Context) *report {
+	o := b.opt
 	rep := &report{Machine: readMachine(), PGNote: b.pgNote, LoadBefore: loadavg(),
 		Findings: filepath.Join(b.root, "bench", "findings.md"), Busy: map[string]float64{},
-		Opt: runOptions{Quick: b.opt.quick, Replicas: b.opt.replicas, ScaleNames: b.opt.scaleNames,
-			CostWindow: b.opt.costWindow, IdleWindow: b.opt.idleWindow}}
+		StoreNotes: b.storeNotes, PeerNote: b.etcdNote,
+		Opt: runOptions{Quick: o.quick, Replicas: o.replicas, ScaleNames: o.scaleNames,
+			CostWindow: o.costWindow, IdleWindow: o.idleWindow, PartCostWindow: o.partCostWin,
+			HandoffRuns: o.handoffRuns, CrashRuns: o.crashRuns, ShortRuns: o.shortRuns, StepRuns: o.stepRuns,
+			PartN: o.partN, PartM: o.partM, PartTerm: o.partTerm, PartKill: o.partKill}}
 	rep.Command = "go run ./bench " + strings.Join(os.Args[1:], " ")
 	if fi, err := os.Stat(b.lrBin); err == nil {
 		rep.BinSize = fi.Size()
 	}
+	for _, s := range b.stores {
+		rep.Stores = append(rep.Stores, s.Name)
+	}
 	if b.pg != nil {
 		rep.PGVersion = b.pg.version(ctx)
 	}
-	pgOK := b.pg != nil && b.pgCLI
-	var etcd *etcdServer
-	switch {
-	case b.etcd == "" || b.etcdctl == "":
-		rep.PeerNote = "etcd and etcdctl are not on PATH: the peer (etcdctl lock) was NOT measured. " +
-			"On Debian: apt-get update && apt-get install -y etcd-server etcd-client."
-	case b.want("handoff") || b.want("crash"):
+	if b.mysql != nil {
+		rep.MySQLVer = b.mysql.version(ctx)
+	}
+	if b.redis != nil {
+		rep.RedisVer = b.redis.version(ctx)
+	}
+	etcd := b.etcdSrv
+	if etcd != nil {
 		if out, err := exec.Command(b.etcd, "--version").Output(); err == nil {
 			rep.EtcdVer = strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "etcd Version: ")
-		}
-		var err error
-		if etcd, err = b.startEtcd(); err != nil {
-			rep.PeerNote = "etcd did not start: " + err.Error()
-			etcd = nil
-		} else {
-			defer etcd.stop()
 		}
 	}
 
 	if b.want("footprint") && !b.stopping() {
-		b.progress("start-to-exec: %d runs", b.opt.execRuns)
+		b.progress("start-to-exec: %d runs", o.execRuns)
 		busy := machineBusy()
-		rep.Exec = b.measureStartToExec(b.opt.execRuns)
+		rep.Exec = b.measureStartToExec(o.execRuns)
 		rep.Busy["exec"] = busy()
 	}
 
 	if b.want("handoff") {
 		var cs []*contender
-		cs = append(cs, b.leaderrunContender("leaderrun · SQLite", "SQLite", "sqlite:"+b.tmpPath("handoff.db"), defTTL, defPeriod))
-		if pgOK {
-			cs = append(cs, b.leaderrunContender("leaderrun · PostgreSQL", "PostgreSQL", b.pg.dsnFor(b.pgDB), defTTL, defPeriod))
+		for _, st := range b.stores {
+			dsn, err := st.fresh(ctx, "handoff")
+			if err != nil {
+				rep.StoreNotes[st.Name+" hand-off"] = err.Error()
+				continue
+			}
+			cs = append(cs, b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod))
 		}
 		if etcd != nil {
 			cs = append(cs, b.etcdContender("etcdctl lock · etcd", etcd, defTTL))
@@ -158,9 +177,9 @@ func (b *bench) run(ctx context.Context) *report {
 			if b.stopping() {
 				break
 			}
-			b.progress("hand-off: %s, %d runs", c.Label, b.opt.handoffRuns)
+			b.progress("hand-off: %s, %d runs", c.Label, o.handoffRuns)
 			busy := machineBusy()
-			rep.Handoff = append(rep.Handoff, b.runFailover(c, "handoff", b.opt.handoffRuns, b.opt.replicas))
+			rep.Handoff = append(rep.Handoff, b.runFailover(c, "handoff", o.handoffRuns, o.replicas))
 			rep.Busy["handoff "+c.Label] = busy()
 		}
 		if etcd != nil && !b.stopping() {
@@ -169,55 +188,109 @@ func (b *bench) run(ctx context.Context) *report {
 		}
 	}
 
+	if b.want("stepdown") {
+		for _, st := range b.stores {
+			if b.stopping() {
+				break
+			}
+			dsn, err := st.fresh(ctx, "stepdown")
+			if err != nil {
+				rep.StepDown = append(rep.StepDown, &stepResult{Store: st.Name, Notes: []string{err.Error()}})
+				continue
+			}
+			b.progress("step-down: %s, %d runs", st.Label(), o.stepRuns)
+			busy := machineBusy()
+			rep.StepDown = append(rep.StepDown, b.runStepDown(st, dsn, o.stepRuns))
+			rep.Busy["stepdown "+st.Name] = busy()
+		}
+	}
+
 	if (b.want("cost") || b.want("footprint")) && !b.stopping() {
 		busy := machineBusy()
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		if b.want("cost") {
-			if b.strace != "" {
-				rep.Cal = b.calibrateSQLite()
-			} else {
-				rep.Cal.Err = "strace is not on PATH"
-			}
-			b.progress("store cost: %v window, 1/2/8 followers, SQLite and PostgreSQL at once", b.opt.costWindow)
-			for _, k := range []int{1, 2, 8} {
-				if b.strace != "" {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						r := b.sqliteCost(k, b.opt.costWindow, rep.Cal)
-						mu.Lock()
-						rep.Cost = append(rep.Cost, r)
-						mu.Unlock()
-					}()
-				}
-				if b.pg != nil {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						r := b.pgCost(ctx, k, b.opt.costWindow)
-						mu.Lock()
-						rep.Cost = append(rep.Cost, r)
-						mu.Unlock()
-					}()
-				}
-			}
+		add := func(r *costResult) {
+			mu.Lock()
+			rep.Cost = append(rep.Cost, r)
+			mu.Unlock()
 		}
-		if b.want("footprint") {
-			b.progress("idle footprint: %v window", b.opt.idleWindow)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := b.measureIdle("SQLite", "sqlite:"+b.tmpPath("idle.db"), b.opt.idleWindow)
-				mu.Lock()
-				rep.Idle = append(rep.Idle, r...)
-				mu.Unlock()
-			}()
-			if pgOK {
+		if b.want("cost") {
+			rep.Cal = b.calibration()
+			b.progress("store cost: %v window, 1/2/8 followers, every store at once (etcd one group at a time)", o.costWindow)
+			var mon *redisMonitor
+			if st := b.storeOf("Redis"); st != nil {
+				var err error
+				if mon, err = startRedisMonitor(ctx, b.redis.addr); err != nil {
+					add(&costResult{Store: "Redis", Tool: "leaderrun", Followers: 2, Err: "MONITOR: " + err.Error()})
+				} else {
+					defer mon.close()
+				}
+			}
+			for _, k := range []int{1, 2, 8} {
+				for _, st := range b.stores {
+					var f func() *costResult
+					switch st.Name {
+					case "SQLite":
+						if b.strace != "" {
+							f = func() *costResult { return b.sqliteCost(k, o.costWindow) }
+						}
+					case "PostgreSQL":
+						f = func() *costResult { return b.pgCost(ctx, st, k, o.costWindow) }
+					case "MariaDB":
+						f = func() *costResult { return b.mysqlCost(ctx, st, k, o.costWindow) }
+					case "Redis":
+						if mon != nil {
+							f = func() *costResult { return b.redisCost(ctx, st, mon, k, o.costWindow) }
+						}
+					}
+					if f != nil {
+						wg.Add(1)
+						go func() { defer wg.Done(); add(f()) }()
+					}
+				}
+			}
+			if etcd != nil {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r := b.measureIdle("PostgreSQL", b.pg.dsnFor(b.pgDB), b.opt.idleWindow)
+					var cs []*contender
+					for _, k := range []int{1, 2, 8} {
+						if st := b.storeOf("etcd"); st != nil {
+							dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", k))
+							if err != nil {
+								add(&costResult{Store: "etcd", Tool: "leaderrun", Followers: k, Err: err.Error()})
+								continue
+							}
+							cs = append(cs, b.leaderrunContender(st.Label(), "etcd", dsn, defTTL, defPeriod))
+						}
+					}
+					for i, c := range cs {
+						if b.stopping() {
+							return
+						}
+						add(b.etcdCost(ctx, c, []int{1, 2, 8}[i], o.costWindow))
+					}
+					if !b.stopping() {
+						add(b.etcdCost(ctx, b.etcdContender("etcdctl lock · etcd", etcd, defTTL), 2, o.costWindow))
+					}
+				}()
+			}
+		}
+		if b.want("footprint") {
+			b.progress("idle footprint: %v window", o.idleWindow)
+			for _, name := range []string{"SQLite", "PostgreSQL"} {
+				st := b.storeOf(name)
+				if st == nil {
+					continue
+				}
+				dsn, err := st.fresh(ctx, "idle")
+				if err != nil {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := b.measureIdle(name, dsn, o.idleWindow)
 					mu.Lock()
 					rep.Idle = append(rep.Idle, r...)
 					mu.Unlock()
@@ -236,18 +309,22 @@ func (b *bench) run(ctx context.Context) *report {
 		var cfgs []cfg
 		short := []string{"--ttl", "3s", "--kill-grace", "1s"}
 		const shortTTL, shortPeriod = 3 * time.Second, 250 * time.Millisecond
-		cfgs = append(cfgs,
-			cfg{b.leaderrunContender("leaderrun · SQLite", "SQLite", "sqlite:"+b.tmpPath("crash.db"), defTTL, defPeriod), b.opt.crashRuns},
-			cfg{b.leaderrunContender("leaderrun · SQLite", "SQLite", "sqlite:"+b.tmpPath("crash-short.db"), shortTTL, shortPeriod, short...), b.opt.shortRuns})
-		if pgOK {
-			cfgs = append(cfgs,
-				cfg{b.leaderrunContender("leaderrun · PostgreSQL", "PostgreSQL", b.pg.dsnFor(b.pgDB), defTTL, defPeriod), b.opt.crashRuns},
-				cfg{b.leaderrunContender("leaderrun · PostgreSQL", "PostgreSQL", b.pg.dsnFor(b.pgDB), shortTTL, shortPeriod, short...), b.opt.shortRuns})
+		for _, st := range b.stores {
+			dsn, err := st.fresh(ctx, "crash")
+			if err != nil {
+				continue
+			}
+			c15 := b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod)
+			c3 := b.leaderrunContender(st.Label(), st.Name, dsn, shortTTL, shortPeriod, short...)
+			if !st.ExactRemaining {
+				c15.DSN, c3.DSN = "", ""
+			}
+			cfgs = append(cfgs, cfg{c15, o.crashRuns}, cfg{c3, o.shortRuns})
 		}
 		if etcd != nil {
 			cfgs = append(cfgs,
-				cfg{b.etcdContender("etcdctl lock · etcd", etcd, defTTL), b.opt.crashRuns},
-				cfg{b.etcdContender("etcdctl lock · etcd", etcd, shortTTL), b.opt.shortRuns})
+				cfg{b.etcdContender("etcdctl lock · etcd", etcd, defTTL), o.crashRuns},
+				cfg{b.etcdContender("etcdctl lock · etcd", etcd, shortTTL), o.shortRuns})
 		}
 		b.progress("crash failover: %d scenarios at once", len(cfgs))
 		busy := machineBusy()
@@ -257,22 +334,53 @@ func (b *bench) run(ctx context.Context) *report {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = b.runFailover(c.c, "crash", c.runs, b.opt.replicas)
+				results[i] = b.runFailover(c.c, "crash", c.runs, o.replicas)
 			}()
 		}
 		wg.Wait()
 		rep.Crash = results
 		rep.Busy["crash"] = busy()
 	}
-	if etcd != nil {
-		etcd.stop()
-	}
 
 	if b.want("scale") && b.pg != nil && !b.stopping() {
-		b.progress("scale: %d names, %d replicas, %v window", b.opt.scaleNames, b.opt.scaleReps, b.opt.scaleWindow)
+		b.progress("scale: %d names, %d replicas, %v window", o.scaleNames, o.scaleReps, o.scaleWindow)
 		busy := machineBusy()
-		rep.Scale = b.runScale(ctx, b.opt.scaleNames, b.opt.scaleReps, b.opt.scaleWindow)
+		rep.Scale = b.runScale(ctx, o.scaleNames, o.scaleReps, o.scaleWindow)
 		rep.Busy["scale"] = busy()
+	}
+
+	if b.want("partitions") && !b.stopping() {
+		for _, name := range []string{"SQLite", "PostgreSQL"} {
+			st := b.storeOf(name)
+			if st == nil || b.stopping() {
+				continue
+			}
+			b.progress("partitions · %s: N=%d, M=%d, %d SIGTERM and %d SIGKILL runs", name, o.partN, o.partM, o.partTerm, o.partKill)
+			busy := machineBusy()
+			rep.Parts = append(rep.Parts, b.runPartitions(ctx, st, o.partN, o.partM, o.partTerm, o.partKill))
+			rep.Busy["partitions "+name] = busy()
+		}
+		for _, name := range []string{"PostgreSQL", "SQLite"} {
+			st := b.storeOf(name)
+			if st == nil || b.stopping() {
+				continue
+			}
+			b.progress("partitions · %s: store cost at 16 and 1,024 partitions, %d replicas, %v window", name, o.partM, o.partCostWin)
+			busy := machineBusy()
+			out := make([]*partCostResult, 2)
+			var wg, barrier sync.WaitGroup
+			for i, n := range []int{16, 1024} {
+				wg.Add(1)
+				barrier.Add(1)
+				go func() {
+					defer wg.Done()
+					out[i] = b.partCost(ctx, st, n, o.partM, o.partCostWin, &barrier)
+				}()
+			}
+			wg.Wait()
+			rep.PartCost = append(rep.PartCost, out...)
+			rep.Busy["partcost "+name] = busy()
+		}
 	}
 	rep.LoadAfter = loadavg()
 	rep.Generated = time.Now().UTC()

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,36 +19,56 @@ import (
 // default timings over Window.
 type costResult struct {
 	Store     string
+	Tool      string // "leaderrun" or "etcdctl lock"
 	Followers int
 	Window    time.Duration
 	How       string // what counted the statements
+	Unit      string // statements, commands or requests
+	// Count is what the server counted over the window (not SQLite).
+	Count float64
+	// By breaks Count down: by command (MariaDB, Redis) or gRPC method
+	// (etcd); Kinds breaks MariaDB's COM_QUERY down by statement.
+	By, Kinds map[string]int64
 	// PostgreSQL: committed + rolled-back transactions (each statement of
 	// the store is its own transaction).
 	Xacts int64
-	// SQLite: system calls of the leader and of the followers.
-	Leader, Follow syscallCounts
-	// SQLite estimate, from the calibration.
+	// SQLite: what the leader and the followers did, traced.
+	Leader, Follow traced
+	// SQLite: read and write transactions, counted from the locks.
 	Reads, Writes float64
-	Err           string
+	// Global is a server-wide counter over the same window, every client's
+	// (a cross-check where the server is shared), or "".
+	Global string
+	Err    string
 }
 
-// PerSecond is statements (transactions) per second against the store.
+// Label is the system's name in the tables.
+func (r *costResult) Label() string {
+	if r.Tool == "etcdctl lock" {
+		return "etcdctl lock · etcd"
+	}
+	return "leaderrun · " + r.Store
+}
+
+// PerSecond is statements (commands, requests) per second against the store.
 func (r *costResult) PerSecond() float64 {
 	if r.Window <= 0 {
 		return 0
 	}
-	if r.Store == "PostgreSQL" {
-		return float64(r.Xacts) / r.Window.Seconds()
+	if r.Store == "SQLite" {
+		return (r.Reads + r.Writes) / r.Window.Seconds()
 	}
-	return (r.Reads + r.Writes) / r.Window.Seconds()
+	return r.Count / r.Window.Seconds()
 }
 
-// sqliteCalibration is how many system calls one store operation costs, on
-// a connection that stays open, measured in this run.
+// sqliteCalibration checks the transaction count of strace's lock trace
+// against operations of the SQLite store that are known: per Get (a read)
+// and per Renew (a write), the transactions and write transactions it
+// counted. Both should be 1 transaction, with 0 and 1 writes.
 type sqliteCalibration struct {
-	FcntlPerRead, FcntlPerWrite float64
-	FsyncPerRead, FsyncPerWrite float64
-	Err                         string
+	TxnsPerRead, WritesPerRead   float64
+	TxnsPerWrite, WritesPerWrite float64
+	Err                          string
 }
 
 // group is one leader and its followers, all leaderrun processes.
@@ -70,6 +93,11 @@ func (g *group) stop() {
 // startGroup starts one leaderrun replica, waits for its child, then
 // starts followers more and waits until each stands by.
 func (b *bench) startGroup(label, dsn string, followers int) (*group, error) {
+	return b.startGroupOf(b.leaderrunContender(label, "", dsn, 15*time.Second, 2*time.Second), label, followers)
+}
+
+// startGroupOf is startGroup for any contender.
+func (b *bench) startGroupOf(c *contender, label string, followers int) (*group, error) {
 	dir, err := os.MkdirTemp(b.tmp, sanitize(label)+"-")
 	if err != nil {
 		return nil, err
@@ -79,7 +107,6 @@ func (b *bench) startGroup(label, dsn string, followers int) (*group, error) {
 		return nil, err
 	}
 	defer w.close()
-	c := b.leaderrunContender(label, "", dsn, 15*time.Second, 2*time.Second)
 	g := &group{}
 	name := "bench-cost"
 	p, err := c.spawn(name, dir, 0)
@@ -111,9 +138,9 @@ func (b *bench) startGroup(label, dsn string, followers int) (*group, error) {
 }
 
 // sqliteCost measures one SQLite group with strace.
-func (b *bench) sqliteCost(followers int, window time.Duration, cal sqliteCalibration) *costResult {
-	r := &costResult{Store: "SQLite", Followers: followers,
-		How: "strace -c -f of the leaderrun processes; statements estimated from fcntl and fsync counts with the calibration"}
+func (b *bench) sqliteCost(followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "SQLite", Tool: "leaderrun", Followers: followers, Unit: "statements",
+		How: "strace -f of the leaderrun processes: transactions counted from the WAL index's locks"}
 	path := b.tmpPath(fmt.Sprintf("cost-%d.db", followers))
 	g, err := b.startGroup(fmt.Sprintf("cost-sqlite-%d", followers), "sqlite:"+path, followers)
 	if err != nil {
@@ -123,71 +150,55 @@ func (b *bench) sqliteCost(followers int, window time.Duration, cal sqliteCalibr
 	defer g.stop()
 	b.sleep(3 * time.Second) // past start-up
 	type out struct {
-		c   syscallCounts
+		t   traced
 		d   time.Duration
 		err error
 	}
 	lc, fc := make(chan out, 1), make(chan out, 1)
 	go func() {
-		c, d, err := b.straceAttach(fmt.Sprintf("cost-%d-leader", followers), []int{g.leader.pid}, window)
-		lc <- out{c, d, err}
+		t, d, err := b.straceAttach(fmt.Sprintf("cost-%d-leader", followers), []int{g.leader.pid}, window)
+		lc <- out{t, d, err}
 	}()
 	go func() {
 		var pids []int
 		for _, p := range g.followers {
 			pids = append(pids, p.pid)
 		}
-		c, d, err := b.straceAttach(fmt.Sprintf("cost-%d-followers", followers), pids, window)
-		fc <- out{c, d, err}
+		t, d, err := b.straceAttach(fmt.Sprintf("cost-%d-followers", followers), pids, window)
+		fc <- out{t, d, err}
 	}()
 	lo, fo := <-lc, <-fc
 	if lo.err != nil || fo.err != nil {
 		r.Err = fmt.Sprint("strace: ", lo.err, " ", fo.err)
 		return r
 	}
-	r.Leader, r.Follow = lo.c, fo.c
+	r.Leader, r.Follow = lo.t, fo.t
 	r.Window = (lo.d + fo.d) / 2
-	// Writes: each commit under synchronous=FULL in WAL mode syncs the WAL
-	// once (calibrated below); reads are the remaining lock operations.
-	fs := float64(lo.c.fsyncs() + fo.c.fsyncs())
-	fc2 := float64(lo.c["fcntl"] + fo.c["fcntl"])
-	if cal.FsyncPerWrite > 0 && cal.FcntlPerRead > 0 {
-		r.Writes = fs / cal.FsyncPerWrite
-		r.Reads = max(0, (fc2-r.Writes*cal.FcntlPerWrite)/cal.FcntlPerRead)
-	}
+	r.Writes = float64(lo.t.Writes + fo.t.Writes)
+	r.Reads = float64(lo.t.Reads() + fo.t.Reads())
 	return r
 }
 
 // pgCost measures one PostgreSQL group in a database of its own, from the
 // deltas of pg_stat_database.
-func (b *bench) pgCost(ctx context.Context, followers int, window time.Duration) *costResult {
-	r := &costResult{Store: "PostgreSQL", Followers: followers,
+func (b *bench) pgCost(ctx context.Context, st *store, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "PostgreSQL", Tool: "leaderrun", Followers: followers, Unit: "statements",
 		How: "Δ(xact_commit + xact_rollback) in pg_stat_database of a database used only by this group"}
-	db := fmt.Sprintf("lrbench_%d_cost_%d", os.Getpid(), followers)
-	if err := b.pg.createDB(ctx, db); err != nil {
+	dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", followers))
+	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
-	defer b.pg.dropDB(context.Background(), db)
-	dsn := b.pg.dsnFor(db)
-	var stop func()
-	if b.pgCLI {
-		g, err := b.startGroup(fmt.Sprintf("cost-pg-%d", followers), dsn, followers)
-		if err != nil {
-			r.Err = err.Error()
-			return r
-		}
-		stop = g.stop
-	} else {
-		r.How += "; replicas are in-process lease.Electors, each with its own Store (the leaderrun binary has no PostgreSQL store)"
-		reps, err := startInproc(ctx, dsn, "bench-cost", followers+1)
-		if err != nil {
-			r.Err = err.Error()
-			return r
-		}
-		stop = reps.stop
+	db := strings.TrimPrefix(dsn[strings.LastIndex(dsn, "/"):], "/")
+	if i := strings.IndexByte(db, '?'); i >= 0 {
+		db = db[:i]
 	}
-	defer stop()
+	g, err := b.startGroup(fmt.Sprintf("cost-pg-%d", followers), dsn, followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
 	b.sleep(12 * time.Second) // past start-up, and past the statistics' idle flush
 	x0, err := b.pg.xacts(ctx, db)
 	if err != nil {
@@ -203,7 +214,156 @@ func (b *bench) pgCost(ctx context.Context, followers int, window time.Duration)
 	}
 	r.Window = mono.Since(t0)
 	r.Xacts = x1 - x0
+	r.Count = float64(r.Xacts)
 	return r
+}
+
+// mysqlCost measures one MariaDB group in a database of its own, through
+// a counting proxy of its own: the commands this group's connections sent.
+func (b *bench) mysqlCost(ctx context.Context, st *store, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "MariaDB", Tool: "leaderrun", Followers: followers, Unit: "statements",
+		How: "COM_QUERY + COM_STMT_EXECUTE packets the group's connections sent, counted by a proxy in front of the server"}
+	dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", followers))
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	pc, err := startMySQLCounter(target)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer pc.close()
+	u.Host = pc.addr()
+	via := u.String()
+	g, err := b.startGroup(fmt.Sprintf("cost-mysql-%d", followers), via, followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
+	b.sleep(12 * time.Second)
+	c0, k0 := pc.snapshot()
+	q0, _ := b.mysql.globalStatus(ctx)
+	t0 := mono.Now()
+	b.sleep(window)
+	c1, k1 := pc.snapshot()
+	r.Window = mono.Since(t0)
+	q1, _ := b.mysql.globalStatus(ctx)
+	r.By, r.Kinds = diffCounts(c0, c1), diffCounts(k0, k1)
+	r.Count = float64(r.By["COM_QUERY"] + r.By["COM_STMT_EXECUTE"])
+	if q0 != nil && q1 != nil {
+		r.Global = fmt.Sprintf("server-wide Questions over the window: %.2f/s (every client's)", float64(q1["Questions"]-q0["Questions"])/r.Window.Seconds())
+	}
+	return r
+}
+
+// redisCost measures one Redis group under a key prefix of its own, from
+// the server's MONITOR feed: the commands executed for this group's
+// connections (told apart by their client name).
+func (b *bench) redisCost(ctx context.Context, st *store, mon *redisMonitor, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "Redis", Tool: "leaderrun", Followers: followers, Unit: "commands",
+		How: "commands the server executed for the group's connections, from MONITOR (a script counts once)"}
+	dsn, err := st.fresh(ctx, fmt.Sprintf("cost_%d", followers))
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	u, _ := url.Parse(dsn)
+	name := u.Query().Get("client_name")
+	g, err := b.startGroup(fmt.Sprintf("cost-redis-%d", followers), dsn, followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
+	b.sleep(12 * time.Second)
+	addrs := map[string]bool{}
+	poll := func() {
+		got, err := b.redis.clientAddrs(ctx, name)
+		if err == nil {
+			for _, a := range got {
+				addrs[a] = true
+			}
+		}
+	}
+	poll()
+	c0 := mon.of(addrs)
+	s0, _ := b.redis.commandStats(ctx)
+	t0 := mono.Now()
+	for mono.Since(t0) < window && !b.stopping() {
+		b.sleep(min(2*time.Second, window-mono.Since(t0)))
+		poll()
+	}
+	r.Window = mono.Since(t0)
+	// c0 counted only the addresses known at the start; a connection
+	// first seen later counts from 0, and started after t0 as it opened
+	// after the first poll.
+	c1 := mon.of(addrs)
+	s1, _ := b.redis.commandStats(ctx)
+	r.By = diffCounts(c0, c1)
+	r.Count = float64(sumCounts(r.By))
+	if s0 != nil && s1 != nil {
+		r.Global = fmt.Sprintf("server-wide INFO commandstats calls over the window: %.2f/s (every client's)", float64(sumCounts(diffCounts(s0, s1)))/r.Window.Seconds())
+	}
+	return r
+}
+
+// etcdCost measures one group on the benchmark's etcd cluster, from the
+// members' gRPC metrics. The cluster is shared by the groups, so they run
+// one at a time, with nothing else on the cluster.
+func (b *bench) etcdCost(ctx context.Context, c *contender, followers int, window time.Duration) *costResult {
+	r := &costResult{Store: "etcd", Tool: c.Tool, Followers: followers, Unit: "requests",
+		How: "Δ grpc_server_msg_received_total summed over the three members (a unary call is one, a keep-alive or watch message on a stream is one)"}
+	g, err := b.startGroupOf(c, fmt.Sprintf("cost-%s-%d", sanitize(c.Label), followers), followers)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer g.stop()
+	b.sleep(5 * time.Second)
+	m0, err := b.etcdSrv.requests()
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	t0 := mono.Now()
+	b.sleep(window)
+	m1, err := b.etcdSrv.requests()
+	r.Window = mono.Since(t0)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	r.By = map[string]int64{}
+	for k, v := range m1 {
+		if d := int64(v - m0[k]); d != 0 {
+			r.By[k] = d
+		}
+	}
+	r.Count = float64(sumCounts(r.By))
+	return r
+}
+
+// calibration is this run's SQLite calibration, made on first use.
+func (b *bench) calibration() sqliteCalibration {
+	b.calOnce.Do(func() {
+		if b.strace == "" {
+			b.cal.Err = "strace is not on PATH"
+			return
+		}
+		b.cal = b.calibrateSQLite()
+	})
+	return b.cal
 }
 
 // calibrateSQLite runs this program's -calib-sqlite mode under strace
@@ -215,25 +375,30 @@ func (b *bench) calibrateSQLite() sqliteCalibration {
 		cal.Err = err.Error()
 		return cal
 	}
-	run := func(op string, n int) (syscallCounts, error) {
+	dir, err := os.MkdirTemp(b.tmp, "calib-")
+	if err != nil {
+		cal.Err = err.Error()
+		return cal
+	}
+	run := func(op string, n int) (traced, error) {
 		out := b.tmpPath(fmt.Sprintf("calib-%s-%d.strace", op, n))
-		db := b.tmpPath(fmt.Sprintf("calib-%s-%d.db", op, n))
-		p, err := b.procs.start("calib-"+op, []string{b.strace, "-f", "-c", "-o", out, self,
+		db := filepath.Join(dir, fmt.Sprintf("calib-%s-%d.db", op, n))
+		p, err := b.procs.start("calib-"+op, []string{b.strace, "-f", "-e", "trace=" + straceSyscalls, "-o", out, self,
 			"-calib-sqlite", db, "-calib-op", op, "-calib-n", strconv.Itoa(n)}, nil)
 		if err != nil {
-			return nil, err
+			return traced{}, err
 		}
 		if !p.wait(60 * time.Second) {
 			p.killGroup(syscall.SIGKILL)
-			return nil, fmt.Errorf("calibration did not finish")
+			return traced{}, fmt.Errorf("calibration did not finish")
 		}
 		if !p.cmd.ProcessState.Success() {
-			return nil, fmt.Errorf("calibration failed: see %s", filepath.Join(b.procs.logDir, "calib-"+op+".log"))
+			return traced{}, fmt.Errorf("calibration failed: see %s", filepath.Join(b.procs.logDir, "calib-"+op+".log"))
 		}
-		return parseStraceSummary(out)
+		return parseStraceTrace(out)
 	}
 	const lo, hi = 20, 220
-	per := func(op string) (fcntl, fsync float64, err error) {
+	per := func(op string) (txns, writes float64, err error) {
 		a, err := run(op, lo)
 		if err != nil {
 			return 0, 0, err
@@ -242,13 +407,14 @@ func (b *bench) calibrateSQLite() sqliteCalibration {
 		if err != nil {
 			return 0, 0, err
 		}
-		return float64(z["fcntl"]-a["fcntl"]) / (hi - lo), float64(z.fsyncs()-a.fsyncs()) / (hi - lo), nil
+		n := (z.Reads() + z.Writes) - (a.Reads() + a.Writes)
+		return float64(n) / (hi - lo), float64(z.Writes-a.Writes) / (hi - lo), nil
 	}
-	if cal.FcntlPerRead, cal.FsyncPerRead, err = per("read"); err != nil {
+	if cal.TxnsPerRead, cal.WritesPerRead, err = per("read"); err != nil {
 		cal.Err = err.Error()
 		return cal
 	}
-	if cal.FcntlPerWrite, cal.FsyncPerWrite, err = per("write"); err != nil {
+	if cal.TxnsPerWrite, cal.WritesPerWrite, err = per("write"); err != nil {
 		cal.Err = err.Error()
 	}
 	return cal

@@ -15,11 +15,16 @@ import (
 
 // mark is one file a benchchild wrote: when it started or was told to stop.
 type mark struct {
-	Kind     string // "start" or "stop"
-	Pid      int
-	Ppid     int
-	At       int64 // the child's CLOCK_MONOTONIC reading
-	Token    string
+	Kind  string // "start" or "stop"
+	Pid   int
+	Ppid  int
+	At    int64 // the child's CLOCK_MONOTONIC reading
+	Token string
+	// Partition is LEADERRUN_PARTITION, or -1 when unset.
+	Partition int
+	// Lock is "1" when the child took its partition's lock, "0" when it
+	// found it held by another live child, "-" when it did not try.
+	Lock     string
 	Detected int64 // when the watcher saw the file, CLOCK_MONOTONIC
 }
 
@@ -97,10 +102,18 @@ func readMark(path string) (mark, error) {
 		return mark{}, err
 	}
 	f := strings.Fields(string(b))
-	if len(f) != 4 {
+	if len(f) == 4 { // a benchchild of an earlier version
+		f = append(f, "-", "-")
+	}
+	if len(f) != 6 {
 		return mark{}, fmt.Errorf("%s: malformed mark %q", path, b)
 	}
-	var m mark
+	m := mark{Partition: -1, Lock: f[5]}
+	if f[4] != "-" {
+		if m.Partition, err = strconv.Atoi(f[4]); err != nil {
+			return mark{}, err
+		}
+	}
 	if m.Pid, err = strconv.Atoi(f[0]); err != nil {
 		return mark{}, err
 	}
