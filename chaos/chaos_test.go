@@ -154,7 +154,12 @@ func newClusterEnv(t *testing.T, store string, n, partitions int, env ...string)
 	if partitions > 0 {
 		c.timing.reconcile = reconcileInterval
 	}
-	c.env = append(childEnv(dir), env...)
+	c.env = childEnv(dir)
+	for _, kv := range env { // env's settings replace childEnv's
+		k, _, _ := strings.Cut(kv, "=")
+		c.env = slices.DeleteFunc(c.env, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+	}
+	c.env = append(c.env, env...)
 	c.setupStore(t, n)
 	theReaper.start()
 	t.Cleanup(c.kill)
@@ -197,7 +202,7 @@ func childEnv(dir string) []string {
 			env = append(env, kv)
 		}
 	}
-	if *flagNoNS {
+	if !*flagNS {
 		env = append(env, "LEADERRUN_PID_NAMESPACE=false")
 	}
 	return append(env, envRole+"="+roleChild, envDir+"="+dir)

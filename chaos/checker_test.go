@@ -192,9 +192,9 @@ func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
 	)
 	rd := faultRound(1, faultKill, armEscape, 1, 10*sec+5e8, 0, evs[2])
 	rd.orphans = []proc{{101, 1, "grandchild", 1}}
-	// D1 is known only without the PID namespace (-chaos.no-pid-namespace).
-	defer func(v bool) { *flagNoNS = v }(*flagNoNS)
-	*flagNoNS = true
+	// D1 is known only without the PID namespace (not -chaos.pid-namespace).
+	defer func(v bool) { *flagNS = v }(*flagNS)
+	*flagNS = false
 	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if len(res.violations) != 0 {
 		t.Errorf("violations %q; want none", res.violations)
@@ -202,12 +202,12 @@ func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
 	if got := len(res.known["D1"]); got != 1 {
 		t.Errorf("known D1 in %d rounds, want 1", got)
 	}
-	// In the default mode it is a violation.
-	*flagNoNS = false
+	// In leaderrun's default mode it is a violation.
+	*flagNS = true
 	if res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "grandchild") {
 		t.Errorf("default mode: violations %q; want the grandchild's overlap", res.violations)
 	}
-	*flagNoNS = true
+	*flagNS = false
 	// The same overlap by a grandchild after SIGTERM is a violation.
 	rd.kind = faultTerm
 	res = checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)

@@ -56,7 +56,7 @@ func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 // of the child's tree survives a SIGKILL of leaderrun: D1 is gone.
 func TestNoOrphanAfterSIGKILLByDefault(t *testing.T) {
 	t.Parallel()
-	left, rep := sigkillWithEscapee(t)
+	left, rep := sigkillWithEscapee(t, "LEADERRUN_PID_NAMESPACE=true")
 	for _, p := range left {
 		t.Errorf("%s %d alive 2s after SIGKILL of leaderrun %d (adopted by pid %d)", p.what, p.pid, rep.pid, ppidOf(p.pid))
 		syscall.Kill(p.pid, syscall.SIGKILL)

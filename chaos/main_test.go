@@ -27,7 +27,7 @@ var (
 	flagStrict   = flag.Bool("chaos.strict", false, "fail on known defects too")
 	flagTTL      = flag.Duration("chaos.ttl", 3*time.Second, "--ttl of the replicas")
 	flagGrace    = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
-	flagNoNS     = flag.Bool("chaos.no-pid-namespace", false, "run the replicas with --pid-namespace=false: an escaped grandchild that survives a SIGKILL of leaderrun is then known defect D1, not a violation")
+	flagNS       = flag.Bool("chaos.pid-namespace", false, "run the replicas in leaderrun's default mode (the child in a PID namespace of its own) instead of with --pid-namespace=false; an escaped grandchild surviving a SIGKILL of leaderrun is then a violation, not known defect D1")
 	flagInject   = flag.Float64("chaos.min-injected", 0.8, "fraction of the faults that must be injected; fewer fails the run")
 )
 

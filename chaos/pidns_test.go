@@ -39,12 +39,9 @@ func hostPid(ns string, nspid int) int {
 	pidMap.Lock()
 	defer pidMap.Unlock()
 	// A namespace's inode is reused once it is gone: a cached pid counts
-	// only while it still is nspid in ns. A process found gone stays
-	// gone (0): pids in a namespace are not reused before they wrap.
-	if p, ok := pidMap.m[ns][nspid]; ok {
-		if p == 0 || nsPidOf(strconv.Itoa(p)) == nspid && pidNamespaceOf(strconv.Itoa(p)) == ns {
-			return p
-		}
+	// only while it still is nspid in ns.
+	if p, ok := pidMap.m[ns][nspid]; ok && nsPidOf(strconv.Itoa(p)) == nspid && pidNamespaceOf(strconv.Itoa(p)) == ns {
+		return p
 	}
 	delete(pidMap.m, ns)
 	links, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
@@ -60,12 +57,6 @@ func hostPid(ns string, nspid int) int {
 			}
 			pidMap.m[ns][inner] = host
 		}
-	}
-	if pidMap.m[ns] == nil {
-		pidMap.m[ns] = map[int]int{}
-	}
-	if _, ok := pidMap.m[ns][nspid]; !ok {
-		pidMap.m[ns][nspid] = 0 // gone before it was looked for
 	}
 	return pidMap.m[ns][nspid]
 }
