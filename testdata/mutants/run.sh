@@ -46,6 +46,14 @@ finish() { restore; killLeftovers >/dev/null; rm -rf "$tmp/t"; }
 trap 'finish; exit 130' INT TERM
 trap finish EXIT
 
+# A run killed with SIGKILL (no trap runs) leaves its mutant applied.
+for p in testdata/mutants/*.patch; do
+	if git apply -R --check "$p" 2>/dev/null; then
+		echo "run.sh: $p is applied to the checkout (an earlier run was killed?); revert it: git apply -R $p" >&2
+		exit 1
+	fi
+done
+
 caught=0 survived=0 broken=0
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
