@@ -7,10 +7,10 @@
 # files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
 #
 # The tests run with TMPDIR and GOTMPDIR set to a directory of this run's own.
-# After each mutant, the processes left over from it — those whose executable
-# or working directory lies in that directory (test binaries, their helpers,
-# escaped grandchildren a broken sweep leaves) — are killed by pid; nothing
-# else on the machine is touched.
+# After each mutant, the processes left over from it — those started since
+# this run began whose executable or working directory lies in that directory
+# (test binaries, their helpers, escaped grandchildren a broken sweep leaves)
+# — are killed by pid; nothing else on the machine is touched.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 only=${MUTANTS:-}
@@ -26,13 +26,27 @@ restore() {
 	applied=""
 }
 
-# killLeftovers kills, by pid, the processes whose executable or working
-# directory lies in this run's temporary directory.
+# startTime prints the start time of process $1 (clock ticks after boot,
+# field 22 of /proc/PID/stat), or nothing when it has exited.
+startTime() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	set -- ${stat##*) } # from field 3 (state) on: the command name may hold spaces
+	echo "${20}"
+}
+started=$(startTime $$)
+
+# killLeftovers kills, by pid, the processes started after this run whose
+# executable or working directory lies in this run's temporary directory.
+# Older processes are not looked at beyond their stat line, which ps reads
+# too: nothing of other sessions is touched.
 killLeftovers() {
-	local d pid where n=0
+	local d pid st where n=0
 	for d in /proc/[0-9]*; do
 		pid=${d#/proc/}
 		[ "$pid" = $$ ] && continue
+		st=$(startTime "$pid")
+		[ -n "$st" ] && [ "$st" -ge "$started" ] || continue
 		where="$(readlink "$d/exe" 2>/dev/null) $(readlink "$d/cwd" 2>/dev/null)"
 		case "$where" in
 		*"$tmp/t"*) kill -9 "$pid" 2>/dev/null && n=$((n + 1)) ;;
@@ -45,6 +59,14 @@ killLeftovers() {
 finish() { restore; killLeftovers >/dev/null; rm -rf "$tmp/t"; }
 trap 'finish; exit 130' INT TERM
 trap finish EXIT
+
+# A run killed with SIGKILL (no trap runs) leaves its mutant applied.
+for p in testdata/mutants/*.patch; do
+	if git apply -R --check "$p" 2>/dev/null; then
+		echo "run.sh: $p is applied to the checkout (an earlier run was killed?); revert it: git apply -R $p" >&2
+		exit 1
+	fi
+done
 
 caught=0 survived=0 broken=0
 for p in testdata/mutants/*.patch; do
