@@ -237,16 +237,10 @@ func (r *replica) stopped() bool {
 	}
 }
 
-// keepSecrets blanks, in this process's environment, the variables that may
-// hold the store's credentials, now that the store has read them: the
-// child does not inherit them (childEnv drops leaderrun's own options
-// besides), and /proc/PID/environ no longer shows them.
+// keepSecrets blanks the store's credentials in this process's environment
+// now that the store has read them (see scrubCredentials).
 func (r *replica) keepSecrets(store lease.Store) {
-	keys := []string{"LEADERRUN_STORE"}
-	if c, ok := store.(lease.Credentialed); ok {
-		keys = append(keys, c.CredentialEnv()...)
-	}
-	if err := environ.Scrub(keys...); err != nil {
+	if err := scrubCredentials(store); err != nil {
 		r.log.Warn("cannot blank the store's credentials in /proc/self/environ", "err", err)
 	}
 }

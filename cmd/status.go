@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/sqlite"
 )
@@ -45,9 +46,15 @@ func openStore(c *cli.Context) (lease.Store, error) {
 	if dsn == "" {
 		dsn = "sqlite:" + sqlite.DefaultPath()
 	}
+	if err := environ.Hide(); err != nil {
+		warnLine(c.App.ErrWriter, "cannot make this process non-dumpable; other processes of its user can read its memory: "+err.Error())
+	}
 	s, err := lease.OpenWith(c.Context, dsn, lease.OpenOptions{Existing: true})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := scrubCredentials(s); err != nil {
+		warnLine(c.App.ErrWriter, "cannot blank the store's credentials in /proc/self/environ: "+err.Error())
 	}
 	return s, nil
 }
