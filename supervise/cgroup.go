@@ -24,7 +24,7 @@ import (
 // descendant is in it whatever it does with its session, group or parent,
 // and Stop ends with cgroup.kill: every process left, at once, with no race
 // against a process that forks while /proc is swept. A cgroup whose
-// leaderrun died (SIGKILL) is killed and removed by the next Start of any
+// leaderrun died (SIGKILL) is killed and removed by every later Start of any
 // leaderrun in the same cgroup. Where cgroups cannot be created, nothing of
 // this applies; the process group, the sweep and the PID namespace still do.
 
@@ -40,9 +40,10 @@ var (
 )
 
 // childCgroups returns the directory under which Start creates the
-// children's cgroups, or "" when it cannot; the first call also kills
-// and removes what dead leaderrun processes of this PID namespace left
-// there.
+// children's cgroups, or "" when it cannot. Every call also kills and
+// removes what dead leaderrun processes of this PID namespace left there:
+// a follower that takes a name over from a leaderrun that died kills what
+// that one's command left before it starts its own.
 func childCgroups(logger *slog.Logger) string {
 	cgroupBaseOnce.Do(func() {
 		dir, err := ownCgroupDir()
@@ -57,8 +58,10 @@ func childCgroups(logger *slog.Logger) string {
 		}
 		os.Remove(probe)
 		cgroupBase = dir
-		removeDeadCgroups(dir, logger)
 	})
+	if cgroupBase != "" {
+		removeDeadCgroups(cgroupBase, logger)
+	}
 	return cgroupBase
 }
 
@@ -217,9 +220,10 @@ func removeDeadCgroups(base string, logger *slog.Logger) {
 		return
 	}
 	entries, _ := os.ReadDir(base)
+	self := os.Getpid()
 	for _, e := range entries {
 		pidns, pid, start, ok := parseCgroupName(e.Name())
-		if !ok || !e.IsDir() || pidns != ns {
+		if !ok || !e.IsDir() || pidns != ns || pid == self {
 			continue
 		}
 		if st, err := procstat.Read(pid); err == nil && st.Start == start && st.State != 'Z' {

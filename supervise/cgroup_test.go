@@ -55,20 +55,29 @@ func TestChildRunsInACgroupOfItsOwnRemovedByStop(t *testing.T) {
 	}
 }
 
+// deadProcess returns the stat of a process that has exited: the pid and
+// start time of a leaderrun that died.
+func deadProcess(t *testing.T) procstat.Stat {
+	t.Helper()
+	dead := exec.Command("sleep", "300")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := procstat.Read(dead.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Process.Kill()
+	dead.Wait() // (or this package's reaper reaps it)
+	return st
+}
+
 // TestDeadSupervisorsCgroupIsReclaimed plays a SIGKILLed leaderrun: a
 // cgroup named after a process that has exited, with a live process in it,
 // is killed and removed; one named after a live process (this one) is left.
 func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	base := requireCgroups(t)
-	dead := exec.Command("true")
-	if err := dead.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadStat, err := procstat.Read(dead.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead.Wait()
+	deadStat := deadProcess(t)
 	self, _ := procstat.Read(os.Getpid())
 	ns, _ := ownPIDNamespace()
 	name := func(ns uint64, pid int, start uint64, seq int) string {
@@ -135,5 +144,38 @@ func TestParseCgroupName(t *testing.T) {
 		if ns != tc.ns || pid != tc.pid || start != tc.start || ok != tc.ok {
 			t.Errorf("parseCgroupName(%q) = %d, %d, %d, %v; want %d, %d, %d, %v", tc.name, ns, pid, start, ok, tc.ns, tc.pid, tc.start, tc.ok)
 		}
+	}
+}
+
+// TestEveryStartReclaimsDeadSupervisorsCgroups plays a follower on the
+// same host that takes a name over from a leaderrun SIGKILLed after this
+// one started its first child: before it starts its next child, what the
+// dead one's command left in its cgroup (an escapee) is killed.
+func TestEveryStartReclaimsDeadSupervisorsCgroups(t *testing.T) {
+	base := requireCgroups(t)
+	first := startHelper(t, Spec{}, "exit", "0")
+	<-first.Done()
+
+	deadStat := deadProcess(t)
+	ns, _ := ownPIDNamespace()
+	orphanDir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-1", cgroupPrefix, ns, deadStat.Pid, deadStat.Start))
+	if err := os.Mkdir(orphanDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	orphan := exec.Command("sleep", "300")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill(); os.Remove(orphanDir) })
+	if err := os.WriteFile(filepath.Join(orphanDir, "cgroup.procs"), []byte(strconv.Itoa(orphan.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	ready := filepath.Join(t.TempDir(), "ready")
+	next := startHelper(t, Spec{}, "sleep", ready)
+	waitFile(t, ready)
+	defer next.Stop()
+	if st := procState(orphan.Process.Pid); st != "" && st != "Z" {
+		t.Errorf("the dead supervisor's escapee is alive (state %s) when the next child runs", st)
 	}
 }
