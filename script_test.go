@@ -102,6 +102,13 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 				return postgres, nil
 			case "root":
 				return rootCondition(), nil
+			case "cgroup":
+				// Whether leaderrun's commands get cgroups of their own.
+				ok := supervise.ReclaimCgroups(nil)
+				if !ok && citest.InCI() {
+					return false, errors.New("cannot create cgroups here; CI must run the fast path's scripts (run CI as root)")
+				}
+				return ok, nil
 			case "unshare":
 				ok := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil
 				if !ok && citest.InCI() {

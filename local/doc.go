@@ -19,9 +19,12 @@
 // signal, a kernel without group signals through pidfds — ends the proof
 // with an error, and the follower waits for the expiry instead.
 //
-// What the proof does not cover: descendants that left the command's
-// process group (setsid, setpgid) before the holder died. The expiry path
-// does not kill those either; a PID namespace (--pid-namespace) does, as
-// the command is then the namespace's init, whose exit the follower waits
-// for. docs/design.md has the full argument.
+// The group kill reaches only what stayed in the command's process group,
+// so the proof goes ahead only where the command's whole tree can be
+// killed: the command is the init of a PID namespace of its own (its
+// pidfd reports the exit once the kernel has killed the namespace), or
+// it runs in a cgroup its holder made for it (cgroup.kill, then the wait
+// until the cgroup is empty). A command in the holder's PID namespace
+// without such a cgroup is not proved: a process that left its group
+// (setsid) would outlive the kill. docs/design.md has the full argument.
 package local

@@ -31,6 +31,24 @@ func TestMain(m *testing.M) {
 		c := exec.Command(os.Args[0])
 		c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=command")
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cgroup := ""
+		if base := os.Getenv("LOCAL_TEST_CGROUPS"); base != "" {
+			// As a leaderrun would: a cgroup named after this holder.
+			self, err := thisProcess()
+			if err != nil {
+				os.Exit(4)
+			}
+			cgroup = fmt.Sprintf("%s/leaderrun-%d-%d-%d-1", base, self.pidns, self.pid, self.start)
+			if err := os.Mkdir(cgroup, 0o755); err != nil {
+				os.Exit(4)
+			}
+			fd, err := syscall.Open(cgroup, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+			if err != nil {
+				os.Exit(4)
+			}
+			c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, fd
+		}
+		c.Env = append(c.Env, "LOCAL_TEST_CGROUP="+cgroup)
 		if err := c.Start(); err != nil {
 			os.Exit(3)
 		}
@@ -41,13 +59,15 @@ func TestMain(m *testing.M) {
 		if os.Getenv("LOCAL_TEST_ALONE") == "" {
 			c := exec.Command(os.Args[0])
 			c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=sleeper")
+			// An escapee leaves the command's session and group.
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: os.Getenv("LOCAL_TEST_ESCAPEE") != ""}
 			if err := c.Start(); err != nil {
 				os.Exit(3)
 			}
 			sleeper = c.Process.Pid
 		}
 		path := os.Getenv("LOCAL_TEST_PIDS")
-		os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d", os.Getpid(), sleeper), 0o644)
+		os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d %s", os.Getpid(), sleeper, os.Getenv("LOCAL_TEST_CGROUP")), 0o644)
 		os.Rename(path+".tmp", path)
 		sleepForever()
 	case "sleeper":
@@ -72,14 +92,29 @@ type tenure struct {
 	holderDone, cmdExited chan struct{}
 }
 
-// startTenure starts a holder; alone leaves the command without a sleeper.
-func startTenure(t *testing.T, alone bool) *tenure {
+// shape is how startTenure starts a tenure.
+type shape struct {
+	alone   bool // the command has no sleeper
+	escapee bool // the sleeper leaves the command's session and group
+	bare    bool // the command gets no cgroup of its own (else it must)
+}
+
+// startTenure starts a holder whose command, unless sh.bare, runs in a
+// cgroup the holder made for it as leaderrun does (the test is skipped
+// where cgroups cannot be made).
+func startTenure(t *testing.T, sh shape) *tenure {
 	t.Helper()
 	pids := t.TempDir() + "/pids"
 	c := exec.Command(os.Args[0])
 	c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=holder", "LOCAL_TEST_PIDS="+pids)
-	if alone {
+	if sh.alone {
 		c.Env = append(c.Env, "LOCAL_TEST_ALONE=1")
+	}
+	if sh.escapee {
+		c.Env = append(c.Env, "LOCAL_TEST_ESCAPEE=1")
+	}
+	if !sh.bare {
+		c.Env = append(c.Env, "LOCAL_TEST_CGROUPS="+cgroupsForTest(t))
 	}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -104,6 +139,9 @@ func startTenure(t *testing.T, alone bool) *tenure {
 	f := strings.Fields(string(data))
 	ten.command, _ = strconv.Atoi(f[0])
 	ten.sleeper, _ = strconv.Atoi(f[1])
+	if len(f) > 2 {
+		t.Cleanup(func() { killCgroup(context.Background(), f[2]) })
+	}
 	w, err := Here(ten.command, startOf(t, ten.command))
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +149,36 @@ func startTenure(t *testing.T, alone bool) *tenure {
 	w.Pid, w.Start = c.Process.Pid, startOf(t, c.Process.Pid)
 	ten.where = w
 	return ten
+}
+
+// cgroupsForTest returns this process's cgroup directory, under which a
+// holder may make its command's cgroup, or skips the test.
+func cgroupsForTest(t *testing.T) string {
+	t.Helper()
+	root, err := cgroupRoot()
+	if err != nil {
+		t.Skip(err)
+	}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skip(err)
+	}
+	rel := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if r, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = r
+		}
+	}
+	if rel == "" {
+		t.Skip("no cgroup v2 hierarchy")
+	}
+	dir := root + rel
+	probe, err := os.MkdirTemp(dir, "leaderrun-probe-")
+	if err != nil {
+		t.Skipf("cannot make cgroups here: %v", err)
+	}
+	os.Remove(probe)
+	return dir
 }
 
 func startOf(t *testing.T, pid int) uint64 {

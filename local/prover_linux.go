@@ -39,23 +39,32 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnprovable, err)
 	}
-	holder, child, err := watchable(w)
+	holder, child, tree, err := watchable(w)
 	if err != nil {
 		return err
 	}
 	defer holder.Close()
 	defer child.Close()
 	log := p.logger().With("leader", rec.Holder, "leader_token", rec.Token, "leader_pid", w.Pid, "command_pid", w.Child)
-	log.Info("watching the leader on this host; should it die, its command's group is killed and the lease taken at once")
+	log.Info("watching the leader on this host; should it die, its command's whole tree is killed and the lease taken at once")
 	if err := holder.wait(ctx); err != nil {
 		return err
 	}
 	died := time.Now()
-	log.Info("the leader on this host died; killing its command's process group")
-	if err := p.clear(ctx, child, log); err != nil {
+	what := "process group"
+	if tree.cgroup != "" {
+		what = "cgroup"
+	}
+	log.Info("the leader on this host died; killing its command's "+what, "cgroup", tree.cgroup)
+	if tree.cgroup != "" {
+		err = clearCgroup(ctx, child, tree.cgroup)
+	} else {
+		err = p.clear(ctx, child, log)
+	}
+	if err != nil {
 		return err
 	}
-	log.Info("the dead leader's command and its process group are gone", "took", time.Since(died).Round(time.Microsecond))
+	log.Info("the dead leader's command and its "+what+" are gone", "took", time.Since(died).Round(time.Microsecond))
 	return nil
 }
 
@@ -64,43 +73,51 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
 var ErrUnprovable = errors.New("cannot prove the leader dead on this host")
 
 // watchable opens pidfds on the holder and its command that w names, after
-// checking that they run on this boot and in this PID namespace, and that
-// this process may signal the command and its group.
-func watchable(w Where) (holder, child *process, err error) {
+// checking that they run on this boot and in this PID namespace, that this
+// process may signal the command and its group, and that it can kill the
+// command's whole tree once the holder is dead (treeOf).
+func watchable(w Where) (holder, child *process, t tree, err error) {
 	s, err := thisProcess()
 	switch {
 	case err != nil:
-		return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
+		return nil, nil, t, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	case w.Boot != s.boot:
-		return nil, nil, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, lease.ErrElsewhere, w.Boot)
+		return nil, nil, t, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, lease.ErrElsewhere, w.Boot)
 	case w.PIDNS != s.pidns:
-		return nil, nil, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, lease.ErrElsewhere, w.PIDNS)
+		return nil, nil, t, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, lease.ErrElsewhere, w.PIDNS)
 	case w.Pid == s.pid:
-		return nil, nil, fmt.Errorf("%w: the leader is this process", ErrUnprovable)
+		return nil, nil, t, fmt.Errorf("%w: the leader is this process", ErrUnprovable)
 	case w.Pgid != w.Child:
-		return nil, nil, fmt.Errorf("%w: the command %d does not lead its process group %d", ErrUnprovable, w.Child, w.Pgid)
+		return nil, nil, t, fmt.Errorf("%w: the command %d does not lead its process group %d", ErrUnprovable, w.Child, w.Pgid)
 	}
 	if err := seesAll(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
+		return nil, nil, t, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	}
 	// The holder runs the program this process runs (by name: a record
 	// forged in the store cannot point at any parent process on the host).
 	holder, err = openProcess(w.Pid, w.Start, identity{comm: s.comm})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)
+		return nil, nil, t, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)
 	}
 	child, err = openProcess(w.Child, w.ChildStart, identity{parent: w.Pid})
 	if err != nil {
 		holder.Close()
-		return nil, nil, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)
+		return nil, nil, t, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)
 	}
 	err = child.signal(0)
 	if err == nil || errors.Is(err, unix.ESRCH) {
 		err = child.signalGroup(0)
 	}
 	switch {
-	case err == nil, errors.Is(err, unix.ESRCH):
-		return holder, child, nil
+	case errors.Is(err, unix.ESRCH):
+		// The command exited while the holder lives: the holder's
+		// stop sequence has killed or is killing what it left, and the
+		// group kill covers what is still in its group.
+		return holder, child, t, nil
+	case err == nil:
+		if t, err = treeOf(w, child); err == nil {
+			return holder, child, t, nil
+		}
 	case errors.Is(err, unix.EINVAL):
 		err = fmt.Errorf("this kernel cannot signal a process group through a pidfd (Linux 6.9 can): %w", err)
 	case errors.Is(err, unix.EPERM):
@@ -108,7 +125,7 @@ func watchable(w Where) (holder, child *process, err error) {
 	}
 	holder.Close()
 	child.Close()
-	return nil, nil, fmt.Errorf("%w: %w", ErrUnprovable, err)
+	return nil, nil, t, fmt.Errorf("%w: %w", ErrUnprovable, err)
 }
 
 // clear SIGKILLs the dead holder's command and the process group it leads,
@@ -161,6 +178,21 @@ func (p *Prover) clear(ctx context.Context, child *process, log *slog.Logger) er
 			return err
 		}
 	}
+}
+
+// clearCgroup SIGKILLs the dead holder's command and every process in its
+// cgroup, and returns once all have exited.
+func clearCgroup(ctx context.Context, child *process, dir string) error {
+	if err := child.signal(unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("%w: kill the command: %w", ErrUnprovable, err)
+	}
+	if err := killCgroup(ctx, dir); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %w", ErrUnprovable, err)
+	}
+	return child.wait(ctx)
 }
 
 // waitMembers waits for every process of ps to exit, for at most

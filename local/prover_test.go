@@ -40,7 +40,7 @@ func prove(t *testing.T, ctx context.Context, rec lease.Record) <-chan error {
 }
 
 func TestProveKillsDeadHoldersGroup(t *testing.T) {
-	ten := startTenure(t, false)
+	ten := startTenure(t, shape{})
 	done := prove(t, t.Context(), record(ten.where))
 	if err := ten.holder.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -61,8 +61,48 @@ func TestProveKillsDeadHoldersGroup(t *testing.T) {
 	}
 }
 
+// TestProveKillsEscapeeInCommandsCgroup: a process that left the command's
+// session and group outlives a group kill; in the cgroup the holder made
+// for the command, it dies with the rest before Prove returns.
+func TestProveKillsEscapeeInCommandsCgroup(t *testing.T) {
+	ten := startTenure(t, shape{escapee: true})
+	done := prove(t, t.Context(), record(ten.where))
+	if err := ten.holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Prove = %v, want nil once the holder died", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prove did not return after the holder died")
+	}
+	if running(ten.sleeper) || running(ten.command) {
+		t.Errorf("after Prove, command running = %v, escaped sleeper running = %v; want both dead",
+			running(ten.command), running(ten.sleeper))
+	}
+}
+
+// TestProveRefusesCommandWithoutWholeTree: a command in the holder's own
+// PID namespace and without a cgroup of its own (--pid-namespace=false,
+// no cgroups) could leave a process behind that the group kill misses, so
+// the follower must wait for the expiry.
+func TestProveRefusesCommandWithoutWholeTree(t *testing.T) {
+	ten := startTenure(t, shape{bare: true, escapee: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a Prove that watches returns only then
+	defer cancel()
+	err := (&Prover{}).Prove(ctx, record(ten.where))
+	if !errors.Is(err, ErrUnprovable) || !strings.Contains(err.Error(), "no cgroup of its own") {
+		t.Fatalf("Prove = %v, want ErrUnprovable saying the command has no cgroup of its own", err)
+	}
+	if !running(ten.command) || !running(ten.sleeper) {
+		t.Errorf("a refused Prove signalled: command running %v, sleeper running %v", running(ten.command), running(ten.sleeper))
+	}
+}
+
 func TestProveNeverOnStoppedHolder(t *testing.T) {
-	ten := startTenure(t, false)
+	ten := startTenure(t, shape{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := prove(t, ctx, record(ten.where))
@@ -99,7 +139,7 @@ func stateOf(stat []byte) byte {
 }
 
 func TestProveRefusesWhatItCannotVerify(t *testing.T) {
-	ten := startTenure(t, false)
+	ten := startTenure(t, shape{})
 	// A process of the same user that is not the holder's command.
 	stranger := exec.Command(os.Args[0])
 	stranger.Env = append(os.Environ(), "LOCAL_TEST_ROLE=sleeper")
@@ -172,7 +212,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 // another tenure that leads a group of its own: the proof, holding a
 // pidfd on the command from before, must not signal it.
 func TestProveSparesProcessThatReusedCommandsPid(t *testing.T) {
-	ten := startTenure(t, true)
+	ten := startTenure(t, shape{alone: true})
 	done := prove(t, t.Context(), record(ten.where))
 	// The command dies and its holder reaps it; its pid is free.
 	syscall.Kill(ten.command, syscall.SIGKILL)

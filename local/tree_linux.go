@@ -1,0 +1,152 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A group kill reaches only the processes that stayed in the command's
+// process group; a descendant that left it (setsid, setpgid) would outlive
+// it. So the proof goes ahead only where something takes the whole tree:
+//
+//   - the command is the init of a PID namespace of its own (leaderrun's
+//     default): when it dies, the kernel kills every process of the
+//     namespace, and its pidfd reports the exit only after that;
+//   - or the command runs in a cgroup the holder made for it
+//     (leaderrun-PIDNS-PID-START-SEQ, supervise/cgroup.go): cgroup.kill
+//     takes every process in it, wherever its session or group.
+//
+// tree is which of the two a command has: cgroup is the directory of its
+// cgroup, or "" for a namespace's init.
+type tree struct {
+	cgroup string
+}
+
+// treeOf returns how the whole tree of the command child, of the holder w
+// names, can be killed once the holder is dead, or an error if it cannot.
+func treeOf(w Where, child *process) (tree, error) {
+	var t tree
+	ns, err := pidNamespace(child.pid)
+	if err != nil {
+		return t, fmt.Errorf("the leader's command: %w", err)
+	}
+	if ns != w.PIDNS {
+		init, err := namespaceInit(child.pid)
+		switch {
+		case err != nil:
+			return t, fmt.Errorf("the leader's command: %w", err)
+		case !init:
+			return t, errors.New("the leader's command runs in another PID namespace but is not its init")
+		}
+	} else {
+		t.cgroup, err = holdersCgroup(w, child.pid)
+		if err != nil {
+			return t, err
+		}
+	}
+	// What was read by pid is the command's only if it still runs.
+	if child.exited() {
+		return t, errors.New("the leader's command exited")
+	}
+	return t, nil
+}
+
+// pidNamespace returns the inode of the PID namespace of process pid.
+func pidNamespace(pid int) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
+		return 0, fmt.Errorf("read its PID namespace: %w", err)
+	}
+	return st.Ino, nil
+}
+
+// namespaceInit reports whether process pid is PID 1 of its own PID
+// namespace (the last NSpid of /proc/PID/status).
+func namespaceInit(pid int) (bool, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if ids, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(ids)
+			return len(f) > 1 && f[len(f)-1] == "1", nil
+		}
+	}
+	return false, errors.New("no NSpid in its status")
+}
+
+// holdersCgroup returns the directory of the cgroup that process pid runs
+// in, if that is a cgroup the holder w names made for its command and this
+// process may kill it.
+func holdersCgroup(w Where, pid int) (string, error) {
+	shares := "the leader's command shares the leader's PID namespace (--pid-namespace=false)"
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", fmt.Errorf("%s and its cgroup cannot be read: %w", shares, err)
+	}
+	var rel string
+	for _, line := range strings.Split(string(data), "\n") {
+		if r, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = r
+		}
+	}
+	mine := fmt.Sprintf("leaderrun-%d-%d-%d-", w.PIDNS, w.Pid, w.Start)
+	seq, ok := strings.CutPrefix(filepath.Base(rel), mine)
+	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil || !filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%s and has no cgroup of its own (it runs in %.80q): a process that left its process group would outlive the group kill", shares, rel)
+	}
+	root, err := cgroupRoot()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", shares, err)
+	}
+	dir := filepath.Join(root, rel)
+	if err := unix.Access(filepath.Join(dir, "cgroup.kill"), unix.W_OK); err != nil {
+		return "", fmt.Errorf("%s and its cgroup %s cannot be killed from here: %w", shares, dir, err)
+	}
+	return dir, nil
+}
+
+// cgroupRoot returns where the cgroup v2 hierarchy is mounted whole.
+func cgroupRoot() (string, error) {
+	point, _, err := findMount(func(root, _, fstype string) bool { return fstype == "cgroup2" && root == "/" })
+	if err != nil {
+		return "", errors.New("cgroup v2 is not mounted here")
+	}
+	return point, nil
+}
+
+// killCgroup kills every process in the cgroup dir (cgroup.kill), waits
+// until none is left (cgroup.events says "populated 0"; exited processes
+// awaiting their reaper are no longer members), and removes it.
+func killCgroup(ctx context.Context, dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // removed: empty
+		}
+		return fmt.Errorf("kill the command's cgroup: %w", err)
+	}
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read the command's cgroup: %w", err)
+		case strings.Contains(string(data), "populated 0"):
+			os.Remove(dir) // or the next leaderrun to start on this host
+			return nil
+		}
+		if err := pause(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
