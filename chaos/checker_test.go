@@ -192,9 +192,10 @@ func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
 	)
 	rd := faultRound(1, faultKill, armEscape, 1, 10*sec+5e8, 0, evs[2])
 	rd.orphans = []proc{{101, 1, "grandchild", 1}}
-	// D1 is known only without the PID namespace (not -chaos.pid-namespace).
-	defer func(v bool) { *flagNS = v }(*flagNS)
-	*flagNS = false
+	// D1 is known only without the PID namespace (not -chaos.pid-namespace)
+	// and without cgroups for the commands.
+	defer func(v, c bool) { *flagNS, commandCgroups = v, c }(*flagNS, commandCgroups)
+	*flagNS, commandCgroups = false, false
 	res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)
 	if len(res.violations) != 0 {
 		t.Errorf("violations %q; want none", res.violations)
@@ -207,7 +208,12 @@ func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {
 	if res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "grandchild") {
 		t.Errorf("default mode: violations %q; want the grandchild's overlap", res.violations)
 	}
-	*flagNS = false
+	// So it is where commands get cgroups of their own.
+	*flagNS, commandCgroups = false, true
+	if res := checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "grandchild") {
+		t.Errorf("with cgroups: violations %q; want the grandchild's overlap", res.violations)
+	}
+	commandCgroups = false
 	// The same overlap by a grandchild after SIGTERM is a violation.
 	rd.kind = faultTerm
 	res = checkOne(evs, []*round{rd}, nil, nil, testTiming, time.Second, nil)

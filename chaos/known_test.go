@@ -32,8 +32,9 @@ func fixedKnown(t *testing.T, id string) {
 // D1: with --pid-namespace=false, SIGKILL of leaderrun kills the child
 // (Pdeathsig) but not a grandchild that left the child's process group
 // with setsid; it is adopted by the nearest subreaper (here the test) or
-// init and runs on. (As root, the next leaderrun to start kills it from
-// the child's cgroup; none starts here.)
+// init and runs on. (As root, the next leaderrun to start a command on
+// the host kills it from the child's cgroup before that command starts, so
+// it never overlaps a successor there; none starts here.)
 func TestKnownDefectD1EscapedGrandchildSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	left, rep := sigkillWithEscapee(t, "LEADERRUN_PID_NAMESPACE=false")

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 var (
@@ -42,6 +44,7 @@ func TestMain(m *testing.M) {
 		os.Exit(grandchildMain())
 	}
 	flag.Parse()
+	commandCgroups = supervise.ReclaimCgroups(nil)
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
@@ -60,6 +63,11 @@ func rounds() int {
 	}
 	return 0
 }
+
+// commandCgroups is whether leaderrun gives commands cgroups of their own
+// here (cgroup v2, as root or delegated): a follower then kills what a
+// SIGKILLed leaderrun's command left before its own command starts.
+var commandCgroups bool
 
 var (
 	buildOnce sync.Once
