@@ -26,39 +26,51 @@ func pidNamespaceOf(pid string) string {
 
 var harnessNS = pidNamespaceOf("self")
 
-// pidMap caches, per PID namespace, its pids' pids in the harness's.
+// pidMap caches, per PID namespace, its pids' pids in the harness's, with
+// their start times.
 var pidMap = struct {
 	sync.Mutex
-	m map[string]map[int]int
-}{m: map[string]map[int]int{}}
+	m map[string]map[int]hostProc
+}{m: map[string]map[int]hostProc{}}
+
+type hostProc struct {
+	pid   int
+	stime uint64
+}
 
 // hostPid returns the harness's pid of the process with pid nspid in
 // namespace ns, or 0 when no such process lives now (it exited before the
-// event was read: nothing of it is left to check).
-func hostPid(ns string, nspid int) int {
+// event was read: nothing of it is left to check). stime, when not 0, is
+// the process's start time: a namespace's inode, and so its pids, are
+// reused once it is gone, but a start time tells a later process from an
+// earlier one. Without one, the pid cached for nspid counts while its
+// process still runs with the start time it had.
+func hostPid(ns string, nspid int, stime uint64) int {
 	pidMap.Lock()
 	defer pidMap.Unlock()
-	// A namespace's inode is reused once it is gone: a cached pid counts
-	// only while it still is nspid in ns.
-	if p, ok := pidMap.m[ns][nspid]; ok && nsPidOf(strconv.Itoa(p)) == nspid && pidNamespaceOf(strconv.Itoa(p)) == ns {
-		return p
+	if p, ok := pidMap.m[ns][nspid]; ok && (stime == 0 || stime == p.stime) {
+		if st, ok := procStat(p.pid); ok && st.start == p.stime && nsPidOf(strconv.Itoa(p.pid)) == nspid {
+			return p.pid
+		}
 	}
-	delete(pidMap.m, ns)
 	links, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
 	for _, l := range links {
 		pid := strings.Split(l, "/")[2]
-		if pidNamespaceOf(pid) != ns {
+		host, err := strconv.Atoi(pid)
+		if err != nil || nsPidOf(pid) != nspid || pidNamespaceOf(pid) != ns {
 			continue
 		}
-		host, err := strconv.Atoi(pid)
-		if inner := nsPidOf(pid); err == nil && inner > 0 {
-			if pidMap.m[ns] == nil {
-				pidMap.m[ns] = map[int]int{}
-			}
-			pidMap.m[ns][inner] = host
+		st, ok := procStat(host)
+		if !ok || (stime != 0 && st.start != stime) {
+			continue
 		}
+		if pidMap.m[ns] == nil {
+			pidMap.m[ns] = map[int]hostProc{}
+		}
+		pidMap.m[ns][nspid] = hostProc{host, st.start}
+		return host
 	}
-	return pidMap.m[ns][nspid]
+	return 0
 }
 
 // nsPidOf returns pid's pid in its innermost PID namespace (the last
@@ -88,12 +100,13 @@ func toHarnessPids(e *event) {
 	if ns == "" || ns == harnessNS {
 		return
 	}
-	e.pid = hostPid(ns, e.pid)
+	stime, _ := strconv.ParseUint(e.kv["stime"], 10, 64) // start and gstart events
+	e.pid = hostPid(ns, e.pid, stime)
 	e.kv["pid"] = strconv.Itoa(e.pid)
 	for _, k := range []string{"ppid", "gpid"} {
 		if v, ok := e.kv[k]; ok {
 			if n, err := strconv.Atoi(v); err == nil {
-				e.kv[k] = strconv.Itoa(hostPid(ns, n))
+				e.kv[k] = strconv.Itoa(hostPid(ns, n, 0))
 			}
 		}
 	}
