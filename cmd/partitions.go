@@ -62,6 +62,9 @@ func (pr *partitioned) run() error {
 	}
 	defer store.Close()
 	rc := pr.cfg
+	if err := pr.checkMode(store, true); err != nil {
+		return err
+	}
 	pr.mu.Lock()
 	pr.owner = &lease.Owner{
 		Store: store, Group: rc.Name, Partitions: rc.Partitions, Member: pr.holder,

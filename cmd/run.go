@@ -245,6 +245,15 @@ func (r *replica) keepSecrets(store lease.Store) {
 	}
 }
 
+// checkMode refuses to run this replica's name in this mode while replicas
+// run it in the other (see checkMode), asking the store for a retry
+// period at most.
+func (r *replica) checkMode(store lease.Store, partitioned bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RetryPeriod)
+	defer cancel()
+	return checkMode(ctx, store, r.cfg.Name, partitioned)
+}
+
 // openStore opens the store, retrying while it is merely unreachable. A
 // store that refuses (bad DSN, credentials, privileges) ends the run; so
 // does a stop signal (cleanly) and --acquire-timeout.
@@ -330,6 +339,9 @@ func (l *leader) run() error {
 		return err
 	}
 	defer store.Close()
+	if err := l.checkMode(store, false); err != nil {
+		return err
+	}
 	l.useStore(store)
 	rc := l.cfg
 	l.report.campaigning()
