@@ -46,7 +46,13 @@
 // columns to an existing table with ALTER TABLE … ADD COLUMN, after
 // checking that the table is leaderrun's (it has the columns leaderrun
 // created it with and is InnoDB): a table of one of these names that is
-// not is refused and never altered. The statements are SchemaSQL().
+// not is refused and never altered. A procedure's comment names its
+// version ("leaderrun fence v2"); Open replaces an older version under the
+// same named lock — on MariaDB with CREATE OR REPLACE, which keeps the
+// privileges granted on it, on MySQL with DROP and CREATE, which drops
+// them — and never a later version's. A procedure of that name that no
+// version of leaderrun created is refused. The statements are
+// SchemaSQL().
 //
 // A user that may not create them needs an administrator to run SchemaSQL
 // in the database (again after an upgrade) and then grant:
@@ -148,9 +154,14 @@
 // leaderrun_fence signals SQLSTATE LR001 (FenceSQLState, error 1644)
 // unless 42 is the current, unreleased and unexpired token of "relay" at
 // the call; the message never shows the current token. A child treats
-// LR001 as "stop: no longer the leader" and rolls back. On success it
-// holds a shared lock on the name's row of leaderrun_tokens until the
-// transaction ends. A grant must raise that row's token, so it waits until
+// LR001 as "stop: no longer the leader" and rolls back. It checks the
+// token first with a read that locks nothing, so a refused call — a wrong,
+// stale, released or expired token — leaves nothing locked, and a caller
+// without the token cannot hold up a takeover. On success it holds a
+// shared lock on the name's row of leaderrun_tokens until the transaction
+// ends (taken after that read, and the token checked again against the
+// locked row: a grant that committed in between is refused, though its
+// row then stays share-locked until the caller's transaction ends). A grant must raise that row's token, so it waits until
 // every such transaction has ended: no new tenure is granted while a
 // fenced write is in flight, and the child's writes commit before any
 // successor's. Renewals, releases and step-down requests write only the
@@ -161,9 +172,11 @@
 //
 // Call it first: in REPEATABLE READ (the default), the lease row is read
 // from the transaction's snapshot, which the first read fixes. The token
-// check always sees the latest grant (a locking read), but a release
-// committed after an earlier read in the same transaction would go
-// unnoticed (a successor still waits for the transaction). In
+// check against the tokens row always sees the latest grant (a locking
+// read), but a release committed after an earlier read in the same
+// transaction would go unnoticed (a successor still waits for the
+// transaction), and a token that the old snapshot shows current but a
+// later grant replaced is refused only after the lock is taken. In
 // SERIALIZABLE, InnoDB turns fence's read of the lease row into a shared
 // lock, which makes the leader's renewals wait for the transaction: use
 // READ COMMITTED or REPEATABLE READ for fenced transactions.
