@@ -26,6 +26,8 @@ const (
 	groupsTable     = "leaderrun_groups"
 	membersTable    = "leaderrun_members"
 	fenceProcedure  = "leaderrun_fence"
+	renewProcedure  = "leaderrun_renew"
+	seenProcedure   = "leaderrun_candidate"
 )
 
 // Lengths of the binary columns; the store refuses longer values rather
@@ -194,10 +196,50 @@ BEGIN
     END IF;
 END`, fenceProcedure, tokensTable, leasesTable, FenceSQLState)
 
+// renewSQL creates the procedure Renew calls: one statement, one round
+// trip. In one transaction it extends the lease if the holder holds it
+// with the token, unreleased and unexpired, and returns the row as the
+// UPDATE left it; no row when it did not qualify. The server's clock is
+// read once, for the condition, the write and the reply.
+var renewSQL = fmt.Sprintf("CREATE PROCEDURE `%[1]s`(IN lease_name VARBINARY(255), IN lease_holder VARBINARY(255),\n"+
+	`    IN lease_token BIGINT, IN ttl_us BIGINT)
+    MODIFIES SQL DATA
+    SQL SECURITY INVOKER
+    COMMENT '%%s'
+BEGIN
+    DECLARE clock_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    UPDATE `+"`%[2]s`"+` SET renewed_at = clock_now, expires_at = clock_now + INTERVAL ttl_us MICROSECOND
+        WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND NOT released
+            AND expires_at > clock_now;
+    SELECT %[3]s FROM `+"`%[2]s`"+`
+        WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND renewed_at = clock_now;
+    COMMIT;
+END`, renewProcedure, leasesTable, recordColumnsAt("clock_now"))
+
+// seenSQL creates the procedure a follower's Acquire calls first: it
+// records the holder as a candidate until now + seen_us and returns the
+// lease row (if any) and the server's clock, from which the store decides
+// whether the name is free. One statement, one round trip.
+var seenSQL = fmt.Sprintf("CREATE PROCEDURE `%[1]s`(IN lease_name VARBINARY(255), IN lease_holder VARBINARY(255),\n"+
+	`    IN seen_us BIGINT)
+    MODIFIES SQL DATA
+    SQL SECURITY INVOKER
+    COMMENT '%%s'
+BEGIN
+    DECLARE clock_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    INSERT INTO `+"`%[2]s`"+` (name, holder, seen_until) VALUES (lease_name, lease_holder, clock_now + INTERVAL seen_us MICROSECOND)
+        ON DUPLICATE KEY UPDATE seen_until = clock_now + INTERVAL seen_us MICROSECOND;
+    SELECT %[4]s, clock_now FROM `+"`%[3]s`"+` WHERE name = lease_name;
+END`, seenProcedure, candidatesTable, leasesTable, recordColumnsAt("clock_now"))
+
 // routines are leaderrun's stored procedures, in the order Open creates
 // them.
 var routines = []routine{
 	{name: fenceProcedure, what: "fence", version: 2, body: fenceSQL},
+	{name: renewProcedure, what: "renew", version: 1, body: renewSQL},
+	{name: seenProcedure, what: "candidate", version: 1, body: seenSQL},
 }
 
 // SchemaSQL returns the statements that create leaderrun's tables and

@@ -216,18 +216,21 @@ func TestStatementsPerOperation(t *testing.T) {
 	var rec lease.Record
 	count("Acquire of a new name", func() (err error) { rec, err = s.Acquire(ctx, "n", "a", time.Minute); return err })
 	renew := count("Renew", func() error { _, err := s.Renew(ctx, "n", "a", rec.Token, time.Minute); return err })
-	if renew != 4 {
-		t.Errorf("Renew sent %d statements, want 4 (START TRANSACTION, UPDATE, SELECT, COMMIT)", renew)
+	if renew != 1 {
+		t.Errorf("Renew sent %d statements, want 1 (a CALL of %s)", renew, renewProcedure)
 	}
 	count("Release", func() error { return s.Release(ctx, "n", "a", rec.Token) })
 	count("Acquire of a released name", func() (err error) { rec, err = s.Acquire(ctx, "n", "a", time.Minute); return err })
-	count("refused Acquire", func() error {
+	refusal := count("refused Acquire", func() error {
 		_, err := s.Acquire(ctx, "n", "b", time.Minute)
 		if errors.As(err, new(*lease.HeldError)) {
 			return nil
 		}
 		return fmt.Errorf("want *lease.HeldError, got %v", err)
 	})
+	if refusal != 1 {
+		t.Errorf("a refused Acquire sent %d statements, want 1 (a CALL of %s)", refusal, seenProcedure)
+	}
 
 	const n = 64
 	if _, err := s.Join(ctx, "g", n, "a", time.Minute); err != nil {
@@ -379,4 +382,18 @@ func TestFenceV1IsReplaced(t *testing.T) {
 	if got := routineComment(t, db, fenceProcedure); got != "leaderrun fence v99" {
 		t.Errorf("a later version's fence was replaced: comment %q", got)
 	}
+}
+
+// TestCallRowReportsLateError: an error a procedure raises after its
+// SELECT (as a failed COMMIT in leaderrun_renew would) is an error of the
+// call, never a success with the row.
+func TestCallRowReportsLateError(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	s := openStore(t, dsn)
+	exec(t, admin(t, dsn), "CREATE PROCEDURE late() BEGIN SELECT 1; SIGNAL SQLSTATE 'LR009' SET MESSAGE_TEXT = 'after the row'; END")
+	err := s.callRow(testCtx(t), func(r row) error { var one int; return r.Scan(&one) }, "CALL late()")
+	if err == nil {
+		t.Fatal("callRow of a procedure that fails after its SELECT = nil, want its error")
+	}
+	t.Logf("callRow = %v", err)
 }
