@@ -142,6 +142,8 @@ func TestUserPrivileges(t *testing.T) {
 		"SELECT, INSERT, UPDATE ON `" + groupsTable + "`",
 		"SELECT, INSERT, UPDATE, DELETE ON `" + membersTable + "`",
 		"EXECUTE ON PROCEDURE `" + fenceProcedure + "`",
+		"EXECUTE ON PROCEDURE `" + renewProcedure + "`",
+		"EXECUTE ON PROCEDURE `" + seenProcedure + "`",
 	} {
 		exec(t, db, "GRANT "+grant+" TO "+account(app))
 	}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -58,6 +59,8 @@ type pool struct {
 	// ioTimeouts keeps the DSN's readTimeout and writeTimeout; sessions
 	// that block in GET_LOCK for as long as a Wait lasts drop them.
 	ioTimeouts bool
+	// withID reads each new session's CONNECTION_ID() once, for sessionID.
+	withID bool
 }
 
 // openDB returns a connection pool for cfg with the session settings,
@@ -83,15 +86,19 @@ func openDB(base *mysqldriver.Config, p pool) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DSN: %w", err)
 	}
-	db := sql.OpenDB(initConnector{conn})
+	db := sql.OpenDB(initConnector{Connector: conn, withID: p.withID})
 	db.SetMaxOpenConns(p.maxOpen)
 	db.SetMaxIdleConns(p.maxIdle)
 	db.SetConnMaxIdleTime(connMaxIdle)
 	return db, nil
 }
 
-// initConnector runs sessionInit on every connection it opens.
-type initConnector struct{ driver.Connector }
+// initConnector runs sessionInit on every connection it opens and, with
+// withID, reads its CONNECTION_ID().
+type initConnector struct {
+	driver.Connector
+	withID bool
+}
 
 func (c initConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
@@ -102,7 +109,69 @@ func (c initConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, err
 	}
-	return conn, nil
+	full, ok := conn.(fullConn)
+	if !c.withID || !ok {
+		return conn, nil
+	}
+	id, err := connectionID(ctx, full)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return idConn{full, id}, nil
+}
+
+// fullConn is what database/sql uses of the driver's connections.
+type fullConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.NamedValueChecker
+	driver.SessionResetter
+	driver.Validator
+}
+
+// idConn is a driver connection that knows its session's CONNECTION_ID(),
+// so that a session about to block in GET_LOCK can be interrupted (KILL
+// QUERY) without first asking the server which it is.
+type idConn struct {
+	fullConn
+	id int64
+}
+
+func connectionID(ctx context.Context, conn driver.QueryerContext) (int64, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT CONNECTION_ID()", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		return 0, err
+	}
+	switch id := v[0].(type) {
+	case int64:
+		return id, nil
+	case []byte:
+		return strconv.ParseInt(string(id), 10, 64)
+	}
+	return 0, fmt.Errorf("CONNECTION_ID() returned %T", v[0])
+}
+
+// sessionID is the CONNECTION_ID() of conn's session, from a pool opened
+// withID, or 0.
+func sessionID(conn *sql.Conn) int64 {
+	var id int64
+	conn.Raw(func(dc any) error {
+		if c, ok := dc.(idConn); ok {
+			id = c.id
+		}
+		return nil
+	})
+	return id
 }
 
 // discard closes conn's session instead of returning it to its pool:

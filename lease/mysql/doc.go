@@ -38,15 +38,21 @@
 //
 // Open creates, unless they exist, the tables leaderrun_leases,
 // leaderrun_tokens, leaderrun_candidates, leaderrun_groups and
-// leaderrun_members and the procedure leaderrun_fence in the DSN's
-// database. It first only reads information_schema; if something is
+// leaderrun_members and the procedures leaderrun_fence, leaderrun_renew and
+// leaderrun_candidate in the DSN's database. It first only reads information_schema; if something is
 // missing it takes a server-wide named lock (GET_LOCK) keyed by the
 // database, so that replicas starting at once create everything once,
 // reads again and creates what is still missing. A later version adds
 // columns to an existing table with ALTER TABLE … ADD COLUMN, after
 // checking that the table is leaderrun's (it has the columns leaderrun
 // created it with and is InnoDB): a table of one of these names that is
-// not is refused and never altered. The statements are SchemaSQL().
+// not is refused and never altered. A procedure's comment names its
+// version ("leaderrun fence v2"); Open replaces an older version under the
+// same named lock — on MariaDB with CREATE OR REPLACE, which keeps the
+// privileges granted on it, on MySQL with DROP and CREATE, which drops
+// them — and never a later version's. A procedure of one of these names
+// that no version of leaderrun created is refused. The statements are
+// SchemaSQL().
 //
 // A user that may not create them needs an administrator to run SchemaSQL
 // in the database (again after an upgrade) and then grant:
@@ -57,8 +63,11 @@
 //	GRANT SELECT, INSERT, UPDATE ON app.leaderrun_groups TO 'app'@'%';
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON app.leaderrun_members TO 'app'@'%';
 //	GRANT EXECUTE ON PROCEDURE app.leaderrun_fence TO 'app'@'%';
+//	GRANT EXECUTE ON PROCEDURE app.leaderrun_renew TO 'app'@'%';
+//	GRANT EXECUTE ON PROCEDURE app.leaderrun_candidate TO 'app'@'%';
 //
-// (EXECUTE lets Open see that the procedure exists.) Creating them takes
+// (EXECUTE lets Open see that a procedure exists; leaderrun_renew and
+// leaderrun_candidate run with the caller's rights.) Creating them takes
 // CREATE, ALTER, CREATE ROUTINE and ALTER ROUTINE on the database. Lease
 // rows are never deleted; member records that expired more than a lease
 // duration ago are, when a member joins.
@@ -70,22 +79,29 @@
 // session's time zone; DATETIME(6) columns hold UTC. Each operation is one
 // statement or one transaction:
 //
-//   - Acquire and Seize: one transaction that locks the lease row (SELECT …
-//     FOR UPDATE, reading the server's clock), decides in Go from that row
-//     and clock reading, and then either records the refused holder as a
-//     candidate, or raises the name's token in leaderrun_tokens (token =
-//     max(previous + 1, clock in ms), returned through LAST_INSERT_ID),
-//     writes the lease row and raises its version. 5 statements for a
-//     grant (6 for a name's first), 4 for a refusal.
-//   - Renew: START TRANSACTION, an UPDATE guarded by holder, token, not
-//     released and not expired, a SELECT of the row, COMMIT: MySQL has no
-//     UPDATE … RETURNING, and the transaction keeps the row as the UPDATE
-//     left it until the SELECT has read it. 4 statements.
+//   - Acquire: first a CALL of leaderrun_candidate, which records the
+//     holder as a candidate and reads the row and the server's clock; a
+//     row that keeps the holder out is refused from that read (1
+//     statement). A name that looked free is granted as Seize grants it.
+//   - Seize, and Acquire's grant: one transaction that locks the lease
+//     row (SELECT … FOR UPDATE, reading the server's clock), decides in Go
+//     from that row and clock reading, and then either records the refused
+//     holder as a candidate, or raises the name's token in
+//     leaderrun_tokens (token = max(previous + 1, clock in ms), returned
+//     through LAST_INSERT_ID), writes the lease row and raises its
+//     version. 5 statements for a grant (6 for a name's first), 4 for a
+//     refusal.
+//   - Renew: a CALL of leaderrun_renew, one statement and one round trip,
+//     which runs START TRANSACTION, an UPDATE guarded by holder, token, not
+//     released and not expired, a SELECT of the row and COMMIT on the
+//     server: MySQL has no UPDATE … RETURNING, and the transaction keeps
+//     the row as the UPDATE left it until the SELECT has read it.
 //   - Release and Annotate: one multi-table UPDATE with the same guard,
 //     which also raises the versions of the row and, for a partition, of
 //     its group.
 //   - RequestStepDown: one transaction (lock the row, check the candidate
-//     or, for a partition, the member, update).
+//     or, for a partition, the member, update), then the bell (see
+//     Wake-ups): 2 statements more.
 //   - Join, RenewMember, Leave: one transaction each; RenewMember is START
 //     TRANSACTION, an UPDATE of the member record, one UPDATE of every
 //     claimed partition lease, the group's SELECT, COMMIT — 5 statements
@@ -103,33 +119,54 @@
 // # Wake-ups
 //
 // The holder of a tenure holds a named lock, GET_LOCK(name, 0), keyed by
-// the database, the lease name and the token, on one session its Store
-// keeps for all of its tenures: taken before the grant commits, released
-// (RELEASE_LOCK) after the release commits. A follower's Wait reads the row
-// and, if it shows a held tenure, blocks in GET_LOCK on that tenure's lock
-// on a session of its own, so that a release — or the death of the
-// holder's session, which frees its locks — wakes it within a round trip.
-// A follower that gets the lock releases it at once: the lock only wakes,
-// the row decides. Keying the lock by the token means a session that
-// still holds an old tenure's lock (a partitioned holder the server has
-// not noticed) never keeps a later tenure's waiters asleep. Annotate
-// releases and retakes the lock to wake its waiters. The holder's session
-// is pinged every 10 s and, when it broke, replaced, and its locks taken
-// again.
+// the database, the lease name, the token and the record's Where, on one
+// session its Store keeps for all of its tenures: taken before the grant
+// commits, released (RELEASE_LOCK) after the release commits. A follower's
+// Wait runs one statement on a session of its own that reads the row and,
+// if it still shows the tenure the follower saw, blocks in GET_LOCK on
+// that tenure's lock, so that a release — or the death of the holder's
+// session, which frees its locks — wakes it within a round trip. A
+// follower that gets the lock releases it in the same statement: the lock
+// only wakes, the row decides. Keying the lock by the token means a
+// session that still holds an old tenure's lock (a partitioned holder the
+// server has not noticed) never keeps a later tenure's waiters asleep.
+// Annotate takes the lock of the new Where and releases the old one: a
+// waiter blocked on the old lock wakes, and one that read the old Where
+// and had not blocked yet finds its lock free and reads again. The
+// holder's session is pinged every 10 s and, when it broke, replaced, and
+// its locks taken again.
 //
-// Every change a waiter must see — acquire, seize, release, step-down
-// request, annotate, a member joining, coming back or leaving, a change
-// of a partition's tenure — raises a version in the lease row and, for
-// groups, in the group's row, in the same transaction; renewals do not.
-// While anyone waits, the Store reads the versions of all the names and
-// groups it waits on in one indexed statement: every 2 s for a Wait
-// blocked on a lock (for the changes the lock cannot signal: a step-down
-// request, a takeover after the expiry of a holder that did not release),
-// every 250 ms for the others — a name nobody holds, a holder whose lock
-// session is broken, a Wait beyond the 8 sessions a Store blocks in
-// GET_LOCK at once, and every WaitGroup. MySQL has no notification a
-// client can wait on for many keys, so this one poll is the bound for what
-// the locks do not signal.
+// A step-down request changes nothing a lock signals. The holder's own
+// Wait on its tenure (how a leader learns of a request at once) holds a
+// second named lock, the tenure's bell, while it blocks; RequestStepDown,
+// after its commit, finds the session that holds the bell (IS_USED_LOCK)
+// and interrupts its wait (KILL QUERY), which needs no privilege when the
+// requester connects as the same user. Otherwise the holder learns of the
+// request from its next renewal. Followers blocked on the tenure's lock
+// learn of the request from the release that follows it.
+//
+// The one change neither signals is a takeover by another holder after
+// the expiry while the old holder's session lives on (a holder that stopped
+// renewing but did not die or release). It cannot come before the expiry,
+// so while anyone waits on a lock, the Store reads the names it waits on
+// (one indexed statement for all of them) at the tenure's expiry + 500 ms,
+// and every 2 s while it stays expired; followers whose Wait ends at the
+// expiry never need it, and the holder's own Wait does not poll (its
+// Store gives the lock up when a renewal or release finds the tenure
+// lost). Waits without a lock to block on — a name nobody holds, a holder
+// whose lock session is broken, a Wait beyond the 8 sessions a Store
+// blocks in GET_LOCK at once — and every WaitGroup are woken by that read
+// every 250 ms; groups raise a version in their row on every change, in
+// the same transaction. MySQL has no notification a client can wait on for
+// many keys, so this one poll is the bound for what the locks do not
+// signal.
+//
+// At default timings one leader and two followers send the server under
+// one statement per second: the leader a CALL per renewal (every 2 s) and
+// a Wait and a read per minute; each follower, once per lease duration, a
+// CALL (refused) and a Wait statement. (A CALL is one statement for the
+// client and the server's Questions counter; the server runs the
+// procedure's statements inside it.)
 //
 // A Store uses up to 8 connections for statements, one lock session
 // while it holds a tenure, and up to 8 sessions blocked in GET_LOCK.
@@ -148,9 +185,14 @@
 // leaderrun_fence signals SQLSTATE LR001 (FenceSQLState, error 1644)
 // unless 42 is the current, unreleased and unexpired token of "relay" at
 // the call; the message never shows the current token. A child treats
-// LR001 as "stop: no longer the leader" and rolls back. On success it
-// holds a shared lock on the name's row of leaderrun_tokens until the
-// transaction ends. A grant must raise that row's token, so it waits until
+// LR001 as "stop: no longer the leader" and rolls back. It checks the
+// token first with a read that locks nothing, so a refused call — a wrong,
+// stale, released or expired token — leaves nothing locked, and a caller
+// without the token cannot hold up a takeover. On success it holds a
+// shared lock on the name's row of leaderrun_tokens until the transaction
+// ends (taken after that read, and the token checked again against the
+// locked row: a grant that committed in between is refused, though its
+// row then stays share-locked until the caller's transaction ends). A grant must raise that row's token, so it waits until
 // every such transaction has ended: no new tenure is granted while a
 // fenced write is in flight, and the child's writes commit before any
 // successor's. Renewals, releases and step-down requests write only the
@@ -161,9 +203,11 @@
 //
 // Call it first: in REPEATABLE READ (the default), the lease row is read
 // from the transaction's snapshot, which the first read fixes. The token
-// check always sees the latest grant (a locking read), but a release
-// committed after an earlier read in the same transaction would go
-// unnoticed (a successor still waits for the transaction). In
+// check against the tokens row always sees the latest grant (a locking
+// read), but a release committed after an earlier read in the same
+// transaction would go unnoticed (a successor still waits for the
+// transaction), and a token that the old snapshot shows current but a
+// later grant replaced is refused only after the lock is taken. In
 // SERIALIZABLE, InnoDB turns fence's read of the lease row into a shared
 // lock, which makes the leader's renewals wait for the transaction: use
 // READ COMMITTED or REPEATABLE READ for fenced transactions.

@@ -23,6 +23,7 @@ const (
 	erUnknownSystemVar    = 1193
 	erLockDeadlock        = 1213
 	erSpecificAccess      = 1227 // needs a privilege such as SUPER
+	erQueryInterrupted    = 1317 // KILL QUERY
 	erNotSupportedAuth    = 1251
 	erOptionPrevents      = 1290 // --read-only, --super-read-only
 	erProcAccessDenied    = 1370 // EXECUTE or ALTER ROUTINE denied

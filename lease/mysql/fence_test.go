@@ -120,7 +120,7 @@ func TestFenceRefusesStaleToken(t *testing.T) {
 // replacements (old, new, …), each of which must apply exactly once.
 func fenceVariant(t *testing.T, db *sql.DB, replacements ...string) {
 	t.Helper()
-	q := fenceSQL
+	q := routines[0].createSQL()
 	for i := 0; i < len(replacements); i += 2 {
 		if n := strings.Count(q, replacements[i]); n != 1 {
 			t.Fatalf("fenceSQL contains %q %d times, want once", replacements[i], n)
@@ -133,9 +133,9 @@ func fenceVariant(t *testing.T, db *sql.DB, replacements ...string) {
 
 // The two halves of fence's design that its variants change.
 const (
-	lockTokenRow  = "token = lease_token LOCK IN SHARE MODE;"
+	lockTokenRow  = "WHERE name = lease_name LOCK IN SHARE MODE;"
 	readLeaseRow  = "AND expires_at > UTC_TIMESTAMP(6);"
-	tokenRowPlain = "token = lease_token;"
+	tokenRowPlain = "WHERE name = lease_name;"
 	leaseRowShare = "AND expires_at > UTC_TIMESTAMP(6) LOCK IN SHARE MODE;"
 )
 
@@ -296,5 +296,85 @@ WHERE r.lock_table = CONCAT('`+"`"+`', DATABASE(), '`+"`.`"+tokensTable+"`"+`') 
 		// InnoDB refreshes these tables only when they have not been
 		// read for 100 ms: reading them more often shows stale rows.
 		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// TestWrongTokenFenceLocksNothing: a transaction whose fence was refused
+// (a token that is not the current one, or the current one after its
+// lease expired) stays open, and another holder's takeover of the expired
+// lease must not wait for it. The control calls fence with the current
+// token while the lease is live: that transaction does hold the takeover
+// up until it ends.
+func TestWrongTokenFenceLocksNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// token picks the token fence is called with from the previous
+		// tenure's and the current one's.
+		token         func(stale, current int64) int64
+		afterExpiry   bool // call fence once the lease has expired
+		wantRefusal   bool
+		takeoverWaits bool
+	}{
+		{name: "token 0", token: func(_, _ int64) int64 { return 0 }, wantRefusal: true},
+		{name: "stale token", token: func(stale, _ int64) int64 { return stale }, wantRefusal: true},
+		{name: "expired token", token: func(_, cur int64) int64 { return cur }, afterExpiry: true, wantRefusal: true},
+		{name: "control with the current token", token: func(_, cur int64) int64 { return cur }, takeoverWaits: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn, _ := newDatabase(t)
+			leader, follower := openStore(t, dsn), openStore(t, dsn)
+			db := admin(t, dsn)
+			ctx := testCtx(t)
+
+			old, err := leader.Acquire(ctx, "relay", "old", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := leader.Release(ctx, "relay", "old", old.Token); err != nil {
+				t.Fatal(err)
+			}
+			const ttl = 500 * time.Millisecond
+			rec, err := leader.Acquire(ctx, "relay", "leader", ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			token := tc.token(old.Token, rec.Token)
+			child := beginChild(t, db)
+			if !tc.afterExpiry {
+				if got := child.fence(t, "relay", token); (got == FenceSQLState) != tc.wantRefusal {
+					t.Fatalf("fence with token %d: SQLSTATE %q, want refusal %v", token, got, tc.wantRefusal)
+				}
+			}
+			time.Sleep(rec.Remaining + 50*time.Millisecond) // expiry is under test
+			if tc.afterExpiry {
+				if got := child.fence(t, "relay", token); got != FenceSQLState {
+					t.Fatalf("fence with the expired token %d: SQLSTATE %q, want %q", token, got, FenceSQLState)
+				}
+			}
+			// The child's transaction stays open while the follower takes
+			// the expired lease over.
+			took, err := timed(ctx, 3*time.Second, func(ctx context.Context) error {
+				_, err := follower.Acquire(ctx, "relay", "follower", time.Minute)
+				return err
+			})
+			if tc.takeoverWaits {
+				if err == nil {
+					t.Fatalf("control: Acquire took over after %v while the child's correctly fenced transaction was open, want it to wait", took)
+				}
+				t.Logf("control: Acquire while a correctly fenced transaction is open: %v after %v", err, took)
+				child.tx.Rollback()
+				if _, err := follower.Acquire(ctx, "relay", "follower", time.Minute); err != nil {
+					t.Fatalf("Acquire after the child rolled back: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Acquire while a transaction refused by fence (token %d) is open: %v after %v, want it not to wait", token, err, took)
+			}
+			if took > time.Second {
+				t.Errorf("Acquire took %v while a transaction refused by fence is open, want it not to wait", took)
+			}
+			t.Logf("takeover beside a transaction refused by fence (token %d): %v", token, took)
+		})
 	}
 }

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"testing"
 	"time"
 
@@ -79,4 +80,21 @@ func viaHost(t *testing.T, dsn, addr string) string {
 		t.Skip(err)
 	}
 	return via
+}
+
+// otherUser creates a user that may use leaderrun's objects in dbName but
+// not interrupt other users' sessions, drops it at cleanup, and returns
+// dsn as that user.
+func otherUser(t *testing.T, db *sql.DB, dsn, dbName string) string {
+	t.Helper()
+	user := mysqltest.RandomName()
+	exec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'")
+	t.Cleanup(func() { db.ExecContext(context.Background(), "DROP USER '"+user+"'@'%'") })
+	exec(t, db, "GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON `"+dbName+"`.* TO '"+user+"'@'%'")
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, "pw")
+	return u.String()
 }

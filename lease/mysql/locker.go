@@ -19,13 +19,23 @@ const (
 	lockPingInterval = 10 * time.Second
 )
 
-// tenureLock is the named lock that wakes the waiters of one tenure: a
-// hash of the database, the lease name and the token. A later tenure of
-// the same name has another lock, so a session that still holds an old
-// tenure's lock (a partitioned holder the server has not noticed) can
-// never keep a later tenure's waiters asleep.
-func tenureLock(db, name string, token int64) string {
-	return lockName("tenure", db, name, strconv.FormatInt(token, 10))
+// tenureLock is the named lock that wakes the waiters of one tenure as
+// its record's Where is: a hash of the database, the lease name, the token
+// and where. A later tenure of the same name has another lock, so a
+// session that still holds an old tenure's lock (a partitioned holder the
+// server has not noticed) can never keep a later tenure's waiters asleep;
+// and Annotate moves the tenure to the lock of its new Where, so that a
+// waiter that read the old one finds its lock released or free.
+func tenureLock(db, name string, token int64, where string) string {
+	return lockName("tenure", db, name, strconv.FormatInt(token, 10), where)
+}
+
+// bellLock is the named lock that the holder's own Wait on its tenure
+// (the wait for a step-down request) holds while it blocks: a step-down
+// request finds that session by the lock (IS_USED_LOCK) and interrupts
+// its wait (KILL QUERY), which wakes it.
+func bellLock(db, name string, token int64) string {
+	return lockName("bell", db, name, strconv.FormatInt(token, 10))
 }
 
 // locker owns the session that holds the wake-up lock of every tenure this
@@ -55,8 +65,11 @@ type locker struct {
 // heldLock is a tenure whose lock the locker holds or should hold.
 type heldLock struct {
 	token  int64
-	locked bool // the current session holds it
+	where  string // the record's Where, part of the lock's name
+	locked bool   // the current session holds it
 }
+
+func (h heldLock) key(db, name string) string { return tenureLock(db, name, h.token, h.where) }
 
 func newLocker(db *sql.DB, dbName string) *locker {
 	return &locker{db: db, dbName: dbName, held: map[string]heldLock{},
@@ -80,7 +93,7 @@ func (l *locker) take(name string, token int64) {
 		l.releaseLocked(ctx, name, old)
 	}
 	h := heldLock{token: token}
-	h.locked = l.getLocked(ctx, tenureLock(l.dbName, name, token), 0)
+	h.locked = l.getLocked(ctx, h.key(l.dbName, name), 0)
 	l.held[name] = h
 }
 
@@ -94,9 +107,20 @@ func (l *locker) drop(name string, token int64) {
 	}
 }
 
+// holds reports whether the locker holds (or should hold) the lock of
+// name's tenure token: whether this Store holds that tenure.
+func (l *locker) holds(name string, token int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[name]
+	return ok && h.token == token
+}
+
 // pulse releases and retakes the lock of name's tenure token, waking its
-// waiters without ending the tenure (Annotate). The waiters release the
-// lock at once, so retaking it waits a few round trips.
+// waiters without ending the tenure: after a step-down request rang the
+// holder's own Wait, so that the other waiters read the request. The
+// waiters release the lock at once, so retaking it waits a few round
+// trips.
 func (l *locker) pulse(name string, token int64) {
 	ctx := context.Background()
 	l.mu.Lock()
@@ -105,7 +129,7 @@ func (l *locker) pulse(name string, token int64) {
 	if !ok || h.token != token || !h.locked {
 		return
 	}
-	key := tenureLock(l.dbName, name, token)
+	key := h.key(l.dbName, name)
 	if !l.execLocked(ctx, "DO RELEASE_LOCK(?)", key) {
 		return
 	}
@@ -113,11 +137,40 @@ func (l *locker) pulse(name string, token int64) {
 	l.held[name] = h
 }
 
+// rekey moves name's tenure token to the lock of its new Where (Annotate):
+// it takes the new lock and releases the old one, which wakes the waiters
+// blocked on it; a waiter that read the old Where and had not blocked yet
+// finds the old lock free, reads again and sees the new Where.
+func (l *locker) rekey(name string, token int64, where string) {
+	ctx := context.Background()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[name]
+	if !ok || h.token != token || h.where == where {
+		return
+	}
+	old := h
+	h.where = where
+	h.locked = false
+	if old.locked {
+		if got, err := l.tryLocked(ctx, h.key(l.dbName, name), 0); err != nil {
+			l.brokenLocked()
+		} else {
+			h.locked = got
+		}
+		l.execLocked(ctx, "DO RELEASE_LOCK(?)", old.key(l.dbName, name))
+	}
+	if l.conn == nil {
+		h.locked = false // the keeper takes it again
+	}
+	l.held[name] = h
+}
+
 // releaseLocked forgets name's lock h and releases it.
 func (l *locker) releaseLocked(ctx context.Context, name string, h heldLock) {
 	delete(l.held, name)
 	if h.locked {
-		l.execLocked(ctx, "DO RELEASE_LOCK(?)", tenureLock(l.dbName, name, h.token))
+		l.execLocked(ctx, "DO RELEASE_LOCK(?)", h.key(l.dbName, name))
 	}
 }
 
@@ -151,7 +204,7 @@ func (l *locker) retakeLocked(ctx context.Context) {
 		if h.locked {
 			continue
 		}
-		held, err := l.tryLocked(ctx, tenureLock(l.dbName, name, h.token), 0)
+		held, err := l.tryLocked(ctx, h.key(l.dbName, name), 0)
 		if err != nil {
 			l.brokenLocked()
 			return

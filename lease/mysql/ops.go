@@ -12,11 +12,17 @@ import (
 
 // recordColumns are the columns a lease row is read with, in scanRecord's
 // order; remaining and reserved are computed by the server from its clock.
-const recordColumns = `name, holder, token, acquired_at, renewed_at, expires_at, released,
-	TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at),
+var recordColumns = recordColumnsAt("UTC_TIMESTAMP(6)")
+
+// recordColumnsAt is recordColumns with remaining and reserved computed
+// from now, an SQL expression for the server's clock.
+func recordColumnsAt(now string) string {
+	return `name, holder, token, acquired_at, renewed_at, expires_at, released,
+	TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at),
 	step_down, successor, excluded_holder,
-	IFNULL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), reserved_until), 0),
+	IFNULL(TIMESTAMPDIFF(MICROSECOND, ` + now + `, reserved_until), 0),
 	location, version`
+}
 
 // row is what scanRecord reads from.
 type row interface{ Scan(dest ...any) error }
@@ -75,8 +81,11 @@ var (
 
 // Acquire grants name to holder for ttl when the row is absent, released or
 // expired by the server's clock and no step-down reservation keeps holder
-// out. It is one transaction: it locks the lease row (SELECT … FOR
-// UPDATE), decides, raises the name's token in the tokens table (token =
+// out. It first calls the candidate procedure, which records holder as a
+// candidate (seen until now + 2×ttl) and reads the row in one statement;
+// a row that keeps holder out is refused from that read. Otherwise a
+// transaction grants it: it locks the lease row (SELECT … FOR UPDATE),
+// decides again, raises the name's token in the tokens table (token =
 // max(previous + 1, server clock in milliseconds)), writes the row and
 // raises the version waiters poll. Before committing, it takes the
 // tenure's wake-up lock on this store's lock session. A refused Acquire
@@ -89,6 +98,34 @@ var (
 // waits for it to end, up to innodb_lock_wait_timeout (5 s), then fails
 // and is retried by the caller; a refused one does not wait.
 func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	if err := validLease(name, holder, ttl); err != nil {
+		return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
+	}
+	if err := s.checkOpen(); err != nil {
+		return lease.Record{}, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
+	}
+	// A follower's Acquire is most often refused: one CALL records it as a
+	// candidate and reads the row, and refuses when the row keeps holder
+	// out. Only a name that looked free is granted by the transaction.
+	var (
+		cur   lease.Record
+		now   time.Time
+		found = true
+	)
+	err := s.callRow(ctx, func(r row) (err error) {
+		cur, _, err = scanRecord(r, &now)
+		return err
+	}, "CALL `"+seenProcedure+"`(?, ?, ?)", name, holder, micros(2*ttl))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		found = false
+	case err != nil:
+		return lease.Record{}, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
+	}
+	if wait := blocks(cur, found, holder, nil); wait > 0 {
+		cur.Remaining = wait
+		return lease.Record{}, &lease.HeldError{Record: cur}
+	}
 	return s.grant(ctx, "acquire", name, holder, nil, ttl)
 }
 
@@ -200,31 +237,28 @@ func validLease(name, holder string, ttl time.Duration) error {
 
 // Renew extends the lease to ttl from the server's now if holder still
 // holds name with token and it has not expired; otherwise it returns
-// lease.ErrLost. It is one transaction of an UPDATE guarded by holder,
-// token, not released and not expired, and a SELECT of the row it wrote
-// (MySQL has no UPDATE … RETURNING): START TRANSACTION, UPDATE, SELECT,
-// COMMIT. It raises no version and does not wake waiters. A statement
-// whose outcome is unknown returns an error, never the record.
+// lease.ErrLost. It is one statement and one round trip: a CALL of the
+// renew procedure, which runs, in one transaction, an UPDATE guarded by
+// holder, token, not released and not expired, and a SELECT of the row it
+// wrote (MySQL has no UPDATE … RETURNING). It raises no version and does
+// not wake waiters. A statement whose outcome is unknown returns an error,
+// never the record.
 func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
 	op := fmt.Sprintf("renew lease %q", name)
 	if ttl <= 0 {
 		return lease.Record{}, fmt.Errorf("%s: %w", op, errTTL)
 	}
+	if err := s.checkOpen(); err != nil {
+		return lease.Record{}, s.wrap(op, err)
+	}
 	var rec lease.Record
-	err := s.inTx(ctx, func(r runner) error {
-		n, err := affected(r.exec(ctx, "UPDATE `"+leasesTable+"` SET renewed_at = UTC_TIMESTAMP(6), "+
-			"expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND "+
-			"WHERE name = ? AND holder = ? AND token = ? AND NOT released AND expires_at > UTC_TIMESTAMP(6)",
-			micros(ttl), name, holder, token))
-		switch {
-		case err != nil:
-			return err
-		case n == 0:
-			return lease.ErrLost
-		}
-		rec, _, err = scanRecord(r.queryRow(ctx, "SELECT "+recordColumns+" FROM `"+leasesTable+"` WHERE name = ?", name))
+	err := s.callRow(ctx, func(r row) (err error) {
+		rec, _, err = scanRecord(r)
 		return err
-	})
+	}, "CALL `"+renewProcedure+"`(?, ?, ?, ?)", name, holder, token, micros(ttl))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = lease.ErrLost
+	}
 	if errors.Is(err, lease.ErrLost) {
 		s.locks.drop(name, token)
 	}
@@ -232,6 +266,37 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 		return lease.Record{}, s.wrap(op, err)
 	}
 	return rec, nil
+}
+
+// callRow runs the CALL q, scans its first row, if any, with scan, and
+// reads the rest of the reply, so that an error the procedure raised after
+// its SELECT (a failed COMMIT) is reported. It returns sql.ErrNoRows when
+// the procedure returned no row.
+func (s *Store) callRow(ctx context.Context, scan func(row) error, q string, args ...any) error {
+	rows, err := s.auto().query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	found := false
+	if rows.Next() {
+		found = true
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	for rows.Next() || rows.NextResultSet() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if !found {
+		return sql.ErrNoRows
+	}
+	return nil
 }
 
 // changeHeld runs one UPDATE of name's row, with set as its assignments,
@@ -263,9 +328,10 @@ func (s *Store) changeHeld(ctx context.Context, name, holder string, token int64
 }
 
 // Annotate sets the row's location if holder holds name with token and it
-// has not expired, in one UPDATE that raises the version waiters poll, and
-// then pulses the tenure's wake-up lock (releases and retakes it) to wake
-// the waiters blocked on it at once.
+// has not expired, in one UPDATE that raises the version, and then moves
+// the tenure to the wake-up lock of its new Where (taking the new lock and
+// releasing the old one), which wakes the waiters blocked on the old one
+// at once.
 func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, where string) error {
 	op := fmt.Sprintf("annotate lease %q", name)
 	if err := checkLen("where", where, maxWhereLen); err != nil {
@@ -274,7 +340,7 @@ func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, 
 	err := s.changeHeld(ctx, name, holder, token, "l.location = ?", where)
 	switch {
 	case err == nil:
-		s.locks.pulse(name, token)
+		s.locks.rekey(name, token, where)
 	case errors.Is(err, lease.ErrLost):
 		s.locks.drop(name, token)
 	}
@@ -357,7 +423,20 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 	case refusal != nil:
 		return lease.Record{}, fmt.Errorf("%s: %w", op, refusal)
 	}
+	s.ring(ctx, name, rec.Token)
 	return rec, nil
+}
+
+// ring interrupts the Wait that the holder of name's tenure token keeps on
+// its own tenure, if it is blocked: the session that holds the tenure's
+// bell lock. Best effort: a failure leaves the holder to learn of the
+// change from its next renewal.
+func (s *Store) ring(ctx context.Context, name string, token int64) {
+	var id sql.NullInt64
+	if err := s.auto().queryRow(ctx, "SELECT IS_USED_LOCK(?)", bellLock(s.dbName, name, token)).Scan(&id); err != nil || !id.Valid {
+		return
+	}
+	s.auto().exec(ctx, fmt.Sprintf("KILL QUERY %d", id.Int64))
 }
 
 // liveSuccessor reports, inside the caller's transaction on r, whether

@@ -5,34 +5,41 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
-// Poll cadences of the version poller.
+// Poll cadences of the poller.
 const (
-	// pollInterval is how often the versions of names and groups are
-	// read while a Wait or WaitGroup has no lock to block on.
+	// pollInterval is how often names and groups are read while a Wait or
+	// WaitGroup has no lock to block on.
 	pollInterval = 250 * time.Millisecond
-	// lockPollInterval is how often they are read for a Wait that blocks
-	// on a tenure's lock, which signals releases and the holder's death
-	// but not a step-down request or a takeover after expiry. Its first
-	// read comes after pollInterval, for a change that landed between the
-	// Wait's read and its GET_LOCK, where the lock cannot show it (an
-	// Annotate's release and retake of the lock).
+	// expiryGrace is how long after the expiry of the tenure a Wait blocks
+	// on (its lock) the poller reads the name, for the one change the lock
+	// cannot signal and that cannot come before the expiry: a takeover by
+	// another holder while the old holder's session lives on. Until the
+	// expiry, every change of hands wakes the lock (release, death of the
+	// holder's session, Annotate) or the holder's own Wait (a step-down
+	// request rings its bell).
+	expiryGrace = 500 * time.Millisecond
+	// lockPollInterval is how often the name is read after that, while
+	// the tenure stays expired and unchanged.
 	lockPollInterval = 2 * time.Second
 	// pollTimeout bounds one poll.
 	pollTimeout = 5 * time.Second
 )
 
-// poller reads the version of every waited name and group in one indexed
-// statement, at most every pollInterval and only while someone waits, and
-// wakes the waiters whose version moved. Every change a waiter must see
-// (acquire, release, step-down, annotate; for a group also a member joining,
-// coming back or leaving, and any change of a partition's tenure) raises
-// the version in the same transaction; renewals do not. MySQL has no
+// poller reads the tenure of every waited name and the version of every
+// waited group in one indexed statement, only while someone waits and only
+// when a check is due, and wakes the waiters whose name or group moved.
+// Every change a group's waiter must see (a member joining, coming back or
+// leaving, any change of a partition's tenure) raises the group's version
+// in the same transaction; a name's waiter compares the tenure itself
+// (lease.SameTenure), which renewals do not change. MySQL has no
 // notification a client can wait on for many keys at once, and a session
-// blocked in GET_LOCK waits for one key only; this poll is the one wake-up
-// path that covers every change, with a bounded delay and a cost that does
-// not grow with the number of waiters.
+// blocked in GET_LOCK waits for one key only; this poll covers what the
+// locks do not, with a bounded delay and a cost that does not grow with
+// the number of waiters.
 type poller struct {
 	s *Store
 
@@ -49,11 +56,15 @@ type subscription struct {
 	wake  chan struct{} // has room for one wake-up
 
 	// Poll state, guarded by poller.mu: once armed, the poller compares
-	// the key's version with version every interval from next on.
-	armed   bool
-	version int64
-	every   time.Duration
-	next    time.Time
+	// the name's tenure with seen (a group's version with version) at
+	// next, and then every interval; with atExpiry, at the tenure's
+	// expiry + expiryGrace instead, while it has not expired.
+	armed    bool
+	seen     lease.Record
+	version  int64
+	every    time.Duration
+	atExpiry bool
+	next     time.Time
 }
 
 func newPoller(s *Store) *poller {
@@ -78,16 +89,27 @@ func (p *poller) unsubscribe(sub *subscription) {
 	delete(p.subs, sub)
 }
 
-// absent is the version of a row that does not exist. (A row an older
-// version wrote before the column existed has version 0.)
+// absent is the version of a group that does not exist.
 const absent = -1
 
-// arm makes the poller wake sub once its key's version differs from
-// version (absent: the row does not exist), checking after first and then
-// every interval.
-func (p *poller) arm(sub *subscription, version int64, first, every time.Duration) {
+// armName makes the poller wake sub once name's tenure differs from seen
+// (lease.SameTenure), checking after first and then every interval; with
+// atExpiry, every check while the tenure has not expired is put off to its
+// expiry + expiryGrace.
+func (p *poller) armName(sub *subscription, seen lease.Record, first, every time.Duration, atExpiry bool) {
+	p.arm(sub, func() { sub.seen, sub.atExpiry = seen, atExpiry }, first, every)
+}
+
+// armGroup makes the poller wake sub once the group's version differs from
+// version (absent: no group), checking after first and then every interval.
+func (p *poller) armGroup(sub *subscription, version int64, first, every time.Duration) {
+	p.arm(sub, func() { sub.version = version }, first, every)
+}
+
+func (p *poller) arm(sub *subscription, set func(), first, every time.Duration) {
 	p.mu.Lock()
-	sub.armed, sub.version, sub.every, sub.next = true, version, every, time.Now().Add(first)
+	set()
+	sub.armed, sub.every, sub.next = true, every, time.Now().Add(first)
 	p.mu.Unlock()
 	select {
 	case p.changed <- struct{}{}:
@@ -137,8 +159,14 @@ func (p *poller) due(now time.Time) (due []*subscription, next time.Time) {
 	return due, next
 }
 
-// poll reads the versions of due's keys in one statement and wakes the
-// subscriptions whose version moved.
+// polled is what one poll read of a name or a group.
+type polled struct {
+	rec     lease.Record // a name's tenure; Remaining is the time to its expiry
+	version int64        // a group's version
+}
+
+// poll reads due's names and groups in one statement and wakes the
+// subscriptions whose name or group moved.
 func (p *poller) poll(ctx context.Context, due []*subscription) {
 	var names, groups []any
 	seen := map[subscriptionKey]bool{}
@@ -156,12 +184,13 @@ func (p *poller) poll(ctx context.Context, due []*subscription) {
 	}
 	var parts []string
 	if len(names) > 0 {
-		parts = append(parts, "SELECT 0, name, version FROM `"+leasesTable+"` WHERE name IN ("+placeholders(len(names))+")")
+		parts = append(parts, "SELECT 0, name, version, holder, token, released, step_down, location, "+
+			"TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM `"+leasesTable+"` WHERE name IN ("+placeholders(len(names))+")")
 	}
 	if len(groups) > 0 {
-		parts = append(parts, "SELECT 1, name, version FROM `"+groupsTable+"` WHERE name IN ("+placeholders(len(groups))+")")
+		parts = append(parts, "SELECT 1, name, version, '', 0, FALSE, FALSE, '', 0 FROM `"+groupsTable+"` WHERE name IN ("+placeholders(len(groups))+")")
 	}
-	versions, err := p.read(ctx, strings.Join(parts, " UNION ALL "), append(names, groups...))
+	got, err := p.read(ctx, strings.Join(parts, " UNION ALL "), append(names, groups...))
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,11 +198,22 @@ func (p *poller) poll(ctx context.Context, due []*subscription) {
 		if _, ok := p.subs[sub]; !ok || !sub.armed {
 			continue
 		}
-		v, ok := versions[subscriptionKey{sub.group, sub.key}]
-		if !ok {
-			v = absent
+		if err != nil {
+			sub.next = now.Add(sub.every)
+			continue
 		}
-		if err == nil && v != sub.version {
+		cur, found := got[subscriptionKey{sub.group, sub.key}]
+		var moved bool
+		if sub.group {
+			v := int64(absent)
+			if found {
+				v = cur.version
+			}
+			moved = v != sub.version
+		} else {
+			moved = !lease.SameTenure(cur.rec, sub.seen) // an absent name reads as the zero Record
+		}
+		if moved {
 			sub.armed = false
 			select {
 			case sub.wake <- struct{}{}:
@@ -181,7 +221,11 @@ func (p *poller) poll(ctx context.Context, due []*subscription) {
 			}
 			continue
 		}
-		sub.next = now.Add(sub.every)
+		next := sub.every
+		if sub.atExpiry && cur.rec.Remaining > 0 {
+			next = cur.rec.Remaining + expiryGrace
+		}
+		sub.next = now.Add(next)
 	}
 }
 
@@ -190,7 +234,7 @@ type subscriptionKey struct {
 	key   string
 }
 
-func (p *poller) read(ctx context.Context, q string, args []any) (map[subscriptionKey]int64, error) {
+func (p *poller) read(ctx context.Context, q string, args []any) (map[subscriptionKey]polled, error) {
 	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
 	rows, err := p.s.auto().query(ctx, q, args...)
@@ -198,17 +242,21 @@ func (p *poller) read(ctx context.Context, q string, args []any) (map[subscripti
 		return nil, err
 	}
 	defer rows.Close()
-	versions := map[subscriptionKey]int64{}
+	out := map[subscriptionKey]polled{}
 	for rows.Next() {
 		var (
-			group   bool
-			key     string
-			version int64
+			group       bool
+			key         string
+			v           polled
+			remainingUS int64
 		)
-		if err := rows.Scan(&group, &key, &version); err != nil {
+		if err := rows.Scan(&group, &key, &v.version, &v.rec.Holder, &v.rec.Token, &v.rec.Released,
+			&v.rec.StepDown, &v.rec.Where, &remainingUS); err != nil {
 			return nil, err
 		}
-		versions[subscriptionKey{group, key}] = version
+		v.rec.Name = key
+		v.rec.Remaining = time.Duration(remainingUS) * time.Microsecond
+		out[subscriptionKey{group, key}] = v
 	}
-	return versions, rows.Err()
+	return out, rows.Err()
 }

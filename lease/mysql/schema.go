@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -25,11 +26,9 @@ const (
 	groupsTable     = "leaderrun_groups"
 	membersTable    = "leaderrun_members"
 	fenceProcedure  = "leaderrun_fence"
+	renewProcedure  = "leaderrun_renew"
+	seenProcedure   = "leaderrun_candidate"
 )
-
-// fenceVersion marks the fence procedure's definition in its comment, so
-// that Open replaces one an older version created.
-const fenceVersion = "leaderrun fence v1"
 
 // Lengths of the binary columns; the store refuses longer values rather
 // than let a server in a non-strict sql_mode truncate them.
@@ -132,60 +131,148 @@ func (t table) addColumnSQL(c column) string {
 	return fmt.Sprintf("ALTER TABLE `%s` ADD COLUMN `%s` %s", t.name, c.name, c.def)
 }
 
-// fenceSQL creates the fence procedure. It share-locks the name's row of
-// the tokens table, which only a grant writes: a takeover waits for the
+// routine is one of leaderrun's stored procedures. Its comment, "leaderrun
+// <what> v<N>", names its version: Open replaces an older version in place
+// and leaves a newer one (a later leaderrun's) alone. A procedure keeps its
+// name and parameters across versions; a new signature gets a new name.
+type routine struct {
+	name    string
+	what    string // the comment's middle word
+	version int
+	body    string // CREATE PROCEDURE without the comment; %s is where it goes
+}
+
+func (r routine) comment() string { return fmt.Sprintf("leaderrun %s v%d", r.what, r.version) }
+
+// createSQL is the CREATE PROCEDURE statement.
+func (r routine) createSQL() string { return fmt.Sprintf(r.body, r.comment()) }
+
+// routineVersion is the version a comment of r's names, and whether it is
+// a comment of r's at all (one some version of leaderrun wrote).
+func (r routine) routineVersion(comment string) (int, bool) {
+	rest, ok := strings.CutPrefix(comment, "leaderrun "+r.what+" v")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.Atoi(rest)
+	return v, err == nil
+}
+
+// fenceSQL creates the fence procedure (version 2). It first reads the
+// lease row without a lock and refuses a token that is not the current,
+// unreleased, unexpired one; only then does it share-lock the name's row
+// of the tokens table, which only a grant writes, and check the token
+// again (a grant may have committed in between). A takeover waits for the
 // calling transaction to end, while renewals, which write only the lease
-// row, do not. Its read of the lease row takes no lock.
+// row, do not; a caller with a wrong or expired token locks nothing.
+// Version 1 locked the tokens row first, whatever the token, so that a
+// caller without the token could hold up a takeover until its
+// transaction ended.
 var fenceSQL = fmt.Sprintf("CREATE PROCEDURE `%[1]s`(IN lease_name VARBINARY(255), IN lease_token BIGINT)\n"+
 	`    READS SQL DATA
     SQL SECURITY DEFINER
-    COMMENT '%[4]s'
+    COMMENT '%%s'
 BEGIN
     DECLARE current_token BIGINT DEFAULT NULL;
     DECLARE live INT DEFAULT 0;
     DECLARE msg VARCHAR(128) DEFAULT LEFT(CONCAT('leaderrun: token ', lease_token, ' of lease ',
         CONVERT(lease_name USING utf8mb4), ' is not current'), 128);
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET current_token = NULL;
-    -- The share lock: a grant, which must raise this row's token, waits
-    -- until the calling transaction ends.
-    SELECT token INTO current_token FROM `+"`%[2]s`"+`
-        WHERE name = lease_name AND token = lease_token LOCK IN SHARE MODE;
-    IF current_token IS NULL THEN
-        SIGNAL SQLSTATE '%[5]s' SET MESSAGE_TEXT = msg;
-    END IF;
+    -- A read that locks nothing: a wrong, released or expired token is
+    -- refused before anything is locked.
     SELECT COUNT(*) INTO live FROM `+"`%[3]s`"+`
         WHERE name = lease_name AND token = lease_token AND NOT released
             AND expires_at > UTC_TIMESTAMP(6);
     IF live = 0 THEN
-        SIGNAL SQLSTATE '%[5]s' SET MESSAGE_TEXT = msg;
+        SIGNAL SQLSTATE '%[4]s' SET MESSAGE_TEXT = msg;
     END IF;
-END`, fenceProcedure, tokensTable, leasesTable, fenceVersion, FenceSQLState)
+    -- The share lock: a grant, which must raise this row's token, waits
+    -- until the calling transaction ends. The locking read sees the latest
+    -- grant: a token raised since the read above is refused.
+    SELECT token INTO current_token FROM `+"`%[2]s`"+`
+        WHERE name = lease_name LOCK IN SHARE MODE;
+    IF current_token IS NULL OR current_token <> lease_token THEN
+        SIGNAL SQLSTATE '%[4]s' SET MESSAGE_TEXT = msg;
+    END IF;
+END`, fenceProcedure, tokensTable, leasesTable, FenceSQLState)
 
-// SchemaSQL returns the statements that create leaderrun's tables and fence
-// procedure, for the mysql command-line client (the procedure is set off
+// renewSQL creates the procedure Renew calls: one statement, one round
+// trip. In one transaction it extends the lease if the holder holds it
+// with the token, unreleased and unexpired, and returns the row as the
+// UPDATE left it; no row when it did not qualify. The server's clock is
+// read once, for the condition, the write and the reply.
+var renewSQL = fmt.Sprintf("CREATE PROCEDURE `%[1]s`(IN lease_name VARBINARY(255), IN lease_holder VARBINARY(255),\n"+
+	`    IN lease_token BIGINT, IN ttl_us BIGINT)
+    MODIFIES SQL DATA
+    SQL SECURITY INVOKER
+    COMMENT '%%s'
+BEGIN
+    DECLARE clock_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    UPDATE `+"`%[2]s`"+` SET renewed_at = clock_now, expires_at = clock_now + INTERVAL ttl_us MICROSECOND
+        WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND NOT released
+            AND expires_at > clock_now;
+    SELECT %[3]s FROM `+"`%[2]s`"+`
+        WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND renewed_at = clock_now;
+    COMMIT;
+END`, renewProcedure, leasesTable, recordColumnsAt("clock_now"))
+
+// seenSQL creates the procedure a follower's Acquire calls first: it
+// records the holder as a candidate until now + seen_us and returns the
+// lease row (if any) and the server's clock, from which the store decides
+// whether the name is free. One statement, one round trip.
+var seenSQL = fmt.Sprintf("CREATE PROCEDURE `%[1]s`(IN lease_name VARBINARY(255), IN lease_holder VARBINARY(255),\n"+
+	`    IN seen_us BIGINT)
+    MODIFIES SQL DATA
+    SQL SECURITY INVOKER
+    COMMENT '%%s'
+BEGIN
+    DECLARE clock_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    INSERT INTO `+"`%[2]s`"+` (name, holder, seen_until) VALUES (lease_name, lease_holder, clock_now + INTERVAL seen_us MICROSECOND)
+        ON DUPLICATE KEY UPDATE seen_until = clock_now + INTERVAL seen_us MICROSECOND;
+    SELECT %[4]s, clock_now FROM `+"`%[3]s`"+` WHERE name = lease_name;
+END`, seenProcedure, candidatesTable, leasesTable, recordColumnsAt("clock_now"))
+
+// routines are leaderrun's stored procedures, in the order Open creates
+// them.
+var routines = []routine{
+	{name: fenceProcedure, what: "fence", version: 2, body: fenceSQL},
+	{name: renewProcedure, what: "renew", version: 1, body: renewSQL},
+	{name: seenProcedure, what: "candidate", version: 1, body: seenSQL},
+}
+
+// SchemaSQL returns the statements that create leaderrun's tables and
+// procedures, for the mysql command-line client (each procedure is set off
 // with DELIMITER). Open runs them when the objects are missing; an
 // administrator can run them ahead of time in the database the DSN names,
 // for a user that may not create objects, and then grant that user the
-// privileges listed in the package documentation.
+// privileges listed in the package documentation. Dropping a procedure
+// drops the privileges granted on it: grant them again afterwards.
 func SchemaSQL() string {
 	var b strings.Builder
 	for _, t := range tables {
 		b.WriteString(t.createSQL())
 		b.WriteString(";\n\n")
 	}
-	fmt.Fprintf(&b, "DROP PROCEDURE IF EXISTS `%s`;\nDELIMITER //\n%s//\nDELIMITER ;\n", fenceProcedure, fenceSQL)
-	return b.String()
+	for _, r := range routines {
+		fmt.Fprintf(&b, "DROP PROCEDURE IF EXISTS `%s`;\nDELIMITER //\n%s//\nDELIMITER ;\n\n", r.name, r.createSQL())
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // schemaState is what exists of leaderrun's objects in the database.
 type schemaState struct {
-	columns      map[string][]string // table → its columns
-	engines      map[string]string   // table → its storage engine
-	hasFence     bool                // the fence procedure exists
-	fenceComment string              // its comment, which names its version
+	columns  map[string][]string // table → its columns
+	engines  map[string]string   // table → its storage engine
+	routines map[string]string   // procedure → its comment, which names its version
+	// mariadb: the server is MariaDB, which replaces a procedure in one
+	// statement (CREATE OR REPLACE) and keeps the privileges granted on it.
+	mariadb bool
 }
 
-// current reports whether every object exists as this version needs it.
+// current reports whether every object exists as this version needs it: a
+// procedure of this version or a later one.
 func (st schemaState) current() bool {
 	for _, t := range tables {
 		for _, c := range t.columns {
@@ -194,7 +281,22 @@ func (st schemaState) current() bool {
 			}
 		}
 	}
-	return st.hasFence && st.fenceComment == fenceVersion
+	for _, r := range routines {
+		if !st.routineCurrent(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// routineCurrent reports whether r exists in its version or a later one.
+func (st schemaState) routineCurrent(r routine) bool {
+	comment, ok := st.routines[r.name]
+	if !ok {
+		return false
+	}
+	v, ok := r.routineVersion(comment)
+	return ok && v >= r.version
 }
 
 // foreign returns an error for a table of one of leaderrun's names that
@@ -202,9 +304,12 @@ func (st schemaState) current() bool {
 // InnoDB; and for a procedure of fence's name that no version of leaderrun
 // created. Such objects are never altered.
 func (st schemaState) foreign() error {
-	if st.hasFence && !strings.HasPrefix(st.fenceComment, "leaderrun fence ") {
-		return fmt.Errorf("procedure %s exists but is not leaderrun's; leaderrun will not replace it: "+
-			"drop or rename it, or use another database", fenceProcedure)
+	for _, r := range routines {
+		comment, ok := st.routines[r.name]
+		if _, ours := r.routineVersion(comment); ok && !ours {
+			return fmt.Errorf("procedure %s exists but is not leaderrun's; leaderrun will not replace it: "+
+				"drop or rename it, or use another database", r.name)
+		}
 	}
 	for _, t := range tables {
 		cols, ok := st.columns[t.name]
@@ -290,8 +395,19 @@ func upgradeStatements(st schemaState) []string {
 			}
 		}
 	}
-	if !st.hasFence || st.fenceComment != fenceVersion {
-		out = append(out, "DROP PROCEDURE IF EXISTS `"+fenceProcedure+"`", fenceSQL)
+	for _, r := range routines {
+		_, exists := st.routines[r.name]
+		switch {
+		case st.routineCurrent(r):
+		case exists && st.mariadb:
+			// One statement: a caller never finds the procedure missing,
+			// and the privileges granted on it stay.
+			out = append(out, strings.Replace(r.createSQL(), "CREATE PROCEDURE", "CREATE OR REPLACE PROCEDURE", 1))
+		default:
+			// MySQL has no CREATE OR REPLACE PROCEDURE; DROP drops the
+			// privileges granted on it (see SchemaSQL).
+			out = append(out, "DROP PROCEDURE IF EXISTS `"+r.name+"`", r.createSQL())
+		}
 	}
 	return out
 }
@@ -299,7 +415,7 @@ func upgradeStatements(st schemaState) []string {
 // readSchema reads which of leaderrun's objects exist in the connection's
 // database.
 func readSchema(ctx context.Context, conn *sql.Conn) (schemaState, error) {
-	st := schemaState{columns: map[string][]string{}, engines: map[string]string{}}
+	st := schemaState{columns: map[string][]string{}, engines: map[string]string{}, routines: map[string]string{}}
 	names := make([]any, len(tables))
 	for i, t := range tables {
 		names[i] = t.name
@@ -325,15 +441,31 @@ WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME IN (`+in+`)`, names...)
 	if err := rows.Err(); err != nil {
 		return st, err
 	}
-	err = conn.QueryRowContext(ctx, `SELECT ROUTINE_COMMENT FROM information_schema.ROUTINES
-WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'`, fenceProcedure).Scan(&st.fenceComment)
-	switch {
-	case err == sql.ErrNoRows:
-	case err != nil:
-		return st, err
-	default:
-		st.hasFence = true
+	procs := make([]any, len(routines))
+	for i, r := range routines {
+		procs[i] = r.name
 	}
+	rows, err = conn.QueryContext(ctx, `SELECT ROUTINE_NAME, ROUTINE_COMMENT FROM information_schema.ROUTINES
+WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME IN (`+placeholders(len(procs))+`)`, procs...)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, comment string
+		if err := rows.Scan(&name, &comment); err != nil {
+			return st, err
+		}
+		st.routines[name] = comment
+	}
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return st, err
+	}
+	st.mariadb = strings.Contains(strings.ToLower(version), "mariadb")
 	return st, nil
 }
 

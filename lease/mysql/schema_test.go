@@ -1,8 +1,10 @@
 package mysql
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -214,18 +216,21 @@ func TestStatementsPerOperation(t *testing.T) {
 	var rec lease.Record
 	count("Acquire of a new name", func() (err error) { rec, err = s.Acquire(ctx, "n", "a", time.Minute); return err })
 	renew := count("Renew", func() error { _, err := s.Renew(ctx, "n", "a", rec.Token, time.Minute); return err })
-	if renew != 4 {
-		t.Errorf("Renew sent %d statements, want 4 (START TRANSACTION, UPDATE, SELECT, COMMIT)", renew)
+	if renew != 1 {
+		t.Errorf("Renew sent %d statements, want 1 (a CALL of %s)", renew, renewProcedure)
 	}
 	count("Release", func() error { return s.Release(ctx, "n", "a", rec.Token) })
 	count("Acquire of a released name", func() (err error) { rec, err = s.Acquire(ctx, "n", "a", time.Minute); return err })
-	count("refused Acquire", func() error {
+	refusal := count("refused Acquire", func() error {
 		_, err := s.Acquire(ctx, "n", "b", time.Minute)
 		if errors.As(err, new(*lease.HeldError)) {
 			return nil
 		}
 		return fmt.Errorf("want *lease.HeldError, got %v", err)
 	})
+	if refusal != 1 {
+		t.Errorf("a refused Acquire sent %d statements, want 1 (a CALL of %s)", refusal, seenProcedure)
+	}
 
 	const n = 64
 	if _, err := s.Join(ctx, "g", n, "a", time.Minute); err != nil {
@@ -280,4 +285,115 @@ func TestRenewMemberIsAtomic(t *testing.T) {
 	if got.Remaining > 30*time.Second {
 		t.Errorf("partition lease has %v left after a failed round, want ≤ 30s (not renewed)", got.Remaining)
 	}
+}
+
+// fenceV1 is the fence procedure as version 1 created it: it share-locked
+// the tokens row before checking the token.
+const fenceV1 = "CREATE PROCEDURE `" + fenceProcedure + "`(IN lease_name VARBINARY(255), IN lease_token BIGINT)\n" +
+	`    READS SQL DATA
+    SQL SECURITY DEFINER
+    COMMENT 'leaderrun fence v1'
+BEGIN
+    DECLARE current_token BIGINT DEFAULT NULL;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET current_token = NULL;
+    SELECT token INTO current_token FROM ` + "`" + tokensTable + "`" + `
+        WHERE name = lease_name AND token = lease_token LOCK IN SHARE MODE;
+    IF current_token IS NULL THEN
+        SIGNAL SQLSTATE 'LR001' SET MESSAGE_TEXT = 'leaderrun: token is not current';
+    END IF;
+END`
+
+// routineComment is the comment of procedure name in dsn's database.
+func routineComment(t *testing.T, db *sql.DB, name string) string {
+	t.Helper()
+	var comment string
+	if err := db.QueryRowContext(testCtx(t), `SELECT ROUTINE_COMMENT FROM information_schema.ROUTINES
+WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?`, name).Scan(&comment); err != nil {
+		t.Fatalf("procedure %s: %v", name, err)
+	}
+	return comment
+}
+
+// TestFenceV1IsReplaced opens a database that version 1 left, with a
+// child's user granted EXECUTE on fence: Open replaces the procedure with
+// this version's, adds the procedures version 1 lacked, and (on MariaDB,
+// which replaces a procedure in one statement) the child keeps its grant.
+// Concurrent Opens replace it once, and a later version's procedure is
+// never replaced by this one.
+func TestFenceV1IsReplaced(t *testing.T) {
+	dsn, dbName := newDatabase(t)
+	db := admin(t, dsn)
+	for _, stmt := range upgradeStatements(schemaState{}) {
+		exec(t, db, stmt)
+	}
+	for _, r := range routines[1:] {
+		exec(t, db, "DROP PROCEDURE `"+r.name+"`")
+	}
+	exec(t, db, "DROP PROCEDURE `"+fenceProcedure+"`")
+	exec(t, db, fenceV1)
+	child := otherUser(t, db, dsn, dbName) // EXECUTE on the database's procedures
+	u, _ := url.Parse(child)
+	user := u.User.Username()
+	exec(t, db, "REVOKE EXECUTE ON `"+dbName+"`.* FROM '"+user+"'@'%'")
+	exec(t, db, "GRANT EXECUTE ON PROCEDURE `"+dbName+"`.`"+fenceProcedure+"` TO '"+user+"'@'%'")
+
+	const n = 6
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			s, err := Open(testCtx(t), dsn)
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Open of a version 1 database: %v", err)
+		}
+	}
+	for _, r := range routines {
+		if got, want := routineComment(t, db, r.name), r.comment(); got != want {
+			t.Errorf("procedure %s after the upgrade: comment %q, want %q", r.name, got, want)
+		}
+	}
+	s := openStore(t, dsn)
+	rec, err := s.Acquire(testCtx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	if err := db.QueryRowContext(testCtx(t), "SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		cdb := admin(t, child)
+		if got := beginChild(t, cdb).fence(t, "n", rec.Token); got != "" {
+			t.Errorf("the child's fence after the upgrade: SQLSTATE %q, want success (its EXECUTE grant kept)", got)
+		}
+	}
+
+	// A later version's procedure stays.
+	later := strings.Replace(routines[0].createSQL(), routines[0].comment(), "leaderrun fence v99", 1)
+	exec(t, db, "DROP PROCEDURE `"+fenceProcedure+"`")
+	exec(t, db, later)
+	openStore(t, dsn)
+	if got := routineComment(t, db, fenceProcedure); got != "leaderrun fence v99" {
+		t.Errorf("a later version's fence was replaced: comment %q", got)
+	}
+}
+
+// TestCallRowReportsLateError: an error a procedure raises after its
+// SELECT (as a failed COMMIT in leaderrun_renew would) is an error of the
+// call, never a success with the row.
+func TestCallRowReportsLateError(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	s := openStore(t, dsn)
+	exec(t, admin(t, dsn), "CREATE PROCEDURE late() BEGIN SELECT 1; SIGNAL SQLSTATE 'LR009' SET MESSAGE_TEXT = 'after the row'; END")
+	err := s.callRow(testCtx(t), func(r row) error { var one int; return r.Scan(&one) }, "CALL late()")
+	if err == nil {
+		t.Fatal("callRow of a procedure that fails after its SELECT = nil, want its error")
+	}
+	t.Logf("callRow = %v", err)
 }

@@ -94,7 +94,7 @@ func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 		return fail(refused(err))
 	}
 	lockDB, _ := openDB(d.cfg, pool{params: lockSessionParams})
-	waitDB, _ := openDB(d.cfg, pool{maxOpen: maxLockWaiters, maxIdle: maxLockWaiters})
+	waitDB, _ := openDB(d.cfg, pool{maxOpen: maxLockWaiters, maxIdle: maxLockWaiters, withID: true})
 	s := &Store{
 		describe:  d.describe,
 		secrets:   d.secrets,

@@ -16,86 +16,66 @@ import (
 // two cases, ctx's error in the third, and lease.ErrClosed once the Store
 // is closed.
 //
-// It subscribes to the version poller, reads the row and its version, and
-// returns at once if the row differs from seen. Otherwise, when the row
-// shows a held tenure, it blocks on that tenure's wake-up lock in
-// GET_LOCK on a session of its own (see locker): the holder's release, or
-// its session's death, wakes it within a round trip; a waiter that gets
-// the lock releases it at once. At the same time the poller compares the
-// row's version with the one read, 250 ms after the read and then every
-// 2 s (lockPollInterval), for the changes the lock does not signal (a
-// step-down request, a takeover after expiry, an Annotate that pulsed the
-// lock before this Wait blocked on it). Without a held tenure to block on (the name is free, the
-// holder's lock session is broken), or when this store already has
-// maxLockWaiters sessions blocked, the poller alone wakes it, every 250 ms
-// (pollInterval). A read that fails is retried every pollInterval.
+// When seen is a held tenure, one statement on a session of its own reads
+// the row and, if it still shows seen's tenure, blocks in GET_LOCK on that
+// tenure's wake-up lock (see locker): the holder's release, its session's
+// death, or an Annotate (which moves the tenure to another lock) wakes it
+// within a round trip; a waiter that gets the lock releases it in the
+// same statement. The holder's own Wait on its tenure (the wait for a
+// step-down request) also holds the tenure's bell lock while it blocks,
+// which RequestStepDown rings; the rung Wait then pulses the tenure's
+// lock (releases and retakes it), so that the other waiters read the
+// request too. What no lock signals, a takeover by another
+// holder after the expiry while the old holder's session lives on, the
+// poller checks at the tenure's expiry + expiryGrace, and every
+// lockPollInterval while it stays expired; the holder's own Wait needs no
+// poll, as this Store's lock session gives the lock up when a renewal or
+// release finds the tenure lost.
+//
+// Otherwise (seen is not held, the holder's lock session is broken, or
+// this store already has maxLockWaiters sessions blocked) it reads the row
+// and the poller reads it every 250 ms (pollInterval). A read that fails
+// is retried every pollInterval.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
-	return s.waitFor(ctx, false, name, timeout, func(ctx context.Context) (bool, int64, string, error) {
-		cur, version, err := s.readLease(ctx, name)
-		if errors.Is(err, lease.ErrNotFound) {
-			cur, version, err = lease.Record{}, absent, nil
-		}
-		if err != nil || !lease.SameTenure(cur, seen) {
-			return err == nil, version, "", err
-		}
-		lock := ""
-		if cur.Held() {
-			lock = tenureLock(s.dbName, name, cur.Token)
-		}
-		return false, version, lock, nil
-	})
-}
-
-// WaitGroup is Wait for a whole group: it compares with lease.SameGroup and
-// is woken by the poller alone, which reads the group's version every
-// 250 ms while it waits. Joins that add a member, Leaves, and every change
-// of a partition's tenure raise that version.
-func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, true, group, timeout, func(ctx context.Context) (bool, int64, string, error) {
-		if err := s.checkOpen(); err != nil {
-			return false, 0, "", err
-		}
-		cur, version, err := readGroup(ctx, s.auto(), group)
-		if errors.Is(err, lease.ErrNotFound) {
-			cur, version, err = lease.Group{}, absent, nil
-		}
-		return err == nil && !lease.SameGroup(cur, seen), version, "", err
-	})
-}
-
-// waitFor waits for key's version to move, or for a lock to be released.
-// read reads the current state: whether it differs from what the caller
-// saw, its version, and the named lock to block on ("" for none).
-func (s *Store) waitFor(ctx context.Context, group bool, key string, timeout time.Duration,
-	read func(context.Context) (moved bool, version int64, lock string, err error)) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(timeout)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	sub := s.poller.subscribe(group, key)
+	sub := s.poller.subscribe(false, name)
 	defer s.poller.unsubscribe(sub)
 
 	var (
 		lw       *lockWait
 		lockDone <-chan lockResult
 		retry    <-chan time.Time
-		version  int64
-		useLock  = true
 		reread   = true
+		self     bool // seen is this Store's own tenure
 	)
 	defer func() {
 		if lw != nil {
 			s.stopLockWait(lw)
 		}
 	}()
+	if seen.Held() {
+		self = s.locks.holds(name, seen.Token)
+		if lw = s.startLockWait(name, seen, self, time.Until(deadline)); lw != nil {
+			lockDone, reread = lw.done, false
+			if !self {
+				s.poller.armName(sub, seen, seen.Remaining+expiryGrace, lockPollInterval, true)
+			}
+		}
+	}
 	for {
 		if reread {
 			reread, retry = false, nil
 			rctx, cancel := context.WithDeadline(ctx, deadline)
-			moved, v, lock, err := read(rctx)
+			cur, _, err := s.readLease(rctx, name)
 			cancel()
+			if errors.Is(err, lease.ErrNotFound) {
+				cur, err = lease.Record{}, nil
+			}
 			switch {
 			case errors.Is(err, lease.ErrClosed):
 				return lease.ErrClosed
@@ -103,17 +83,10 @@ func (s *Store) waitFor(ctx context.Context, group bool, key string, timeout tim
 				return ctx.Err()
 			case err != nil:
 				retry = time.After(pollInterval)
-			case moved:
+			case !lease.SameTenure(cur, seen):
 				return nil
 			default:
-				version = v
-				every := pollInterval
-				if lock != "" && useLock && lw == nil {
-					if lw = s.startLockWait(lock, time.Until(deadline)); lw != nil {
-						lockDone, every = lw.done, lockPollInterval
-					}
-				}
-				s.poller.arm(sub, version, pollInterval, every)
+				s.poller.armName(sub, seen, pollInterval, pollInterval, false)
 			}
 		}
 		select {
@@ -121,17 +94,27 @@ func (s *Store) waitFor(ctx context.Context, group bool, key string, timeout tim
 			return nil
 		case r := <-lockDone:
 			lw, lockDone = nil, nil
+			if s.checkOpen() != nil {
+				return lease.ErrClosed // Close interrupted it
+			}
 			switch r {
-			case lockWoken:
+			case lockRung:
+				if self {
+					// A step-down request: wake the tenure's other
+					// waiters too, which the request could not reach.
+					s.goroutine(func(context.Context) { s.locks.pulse(name, seen.Token) })
+				}
 				return nil
-			case lockFree:
-				// Released, or the holder's session is gone: look again at
-				// once, then poll.
-				useLock, reread = false, true
+			case lockMoved, lockWoken:
+				return nil
+			case lockTimedOut:
+				// Timed out on the server, perhaps a little before the
+				// timer: poll until it fires.
+				s.poller.armName(sub, seen, pollInterval, pollInterval, false)
 			default:
-				// Timed out on the server (the timer decides) or failed.
-				useLock = false
-				s.poller.arm(sub, version, pollInterval, pollInterval)
+				// Nobody holds the lock (the holder's session is broken),
+				// or the session failed: read, then poll.
+				reread = true
 			}
 		case <-retry:
 			reread = true
@@ -150,14 +133,65 @@ func (s *Store) waitFor(ctx context.Context, group bool, key string, timeout tim
 	}
 }
 
+// WaitGroup is Wait for a whole group: it compares with lease.SameGroup and
+// is woken by the poller alone, which reads the group's version every
+// 250 ms while it waits. Joins that add a member, Leaves, and every change
+// of a partition's tenure raise that version.
+func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	sub := s.poller.subscribe(true, group)
+	defer s.poller.unsubscribe(sub)
+	var retry <-chan time.Time
+	for reread := true; ; {
+		if reread {
+			reread, retry = false, nil
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			cur, version, err := readGroup(rctx, s.auto(), group)
+			cancel()
+			if errors.Is(err, lease.ErrNotFound) {
+				cur, version, err = lease.Group{}, absent, nil
+			}
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case err != nil:
+				retry = time.After(pollInterval)
+			case !lease.SameGroup(cur, seen):
+				return nil
+			default:
+				s.poller.armGroup(sub, version, pollInterval, pollInterval)
+			}
+		}
+		select {
+		case <-sub.wake:
+			return nil
+		case <-retry:
+			reread = true
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closed:
+			return lease.ErrClosed
+		}
+	}
+}
+
 // lockResult is how a session blocked on a tenure's lock ended.
 type lockResult int
 
 const (
-	lockWoken    lockResult = iota // got the lock (and released it): released, or the holder's session died
+	lockWoken    lockResult = iota // got the lock (and released it)
+	lockRung                       // interrupted: a step-down request rang the bell
+	lockMoved                      // the row no longer showed the tenure: nothing to block on
 	lockFree                       // nobody held the lock: nothing to block on
 	lockTimedOut                   // GET_LOCK timed out
-	lockFailed                     // the session failed or was interrupted
+	lockFailed                     // the session failed
 )
 
 // lockWait is one session blocked in GET_LOCK for a Wait.
@@ -167,14 +201,20 @@ type lockWait struct {
 	connID atomic.Int64 // the session's CONNECTION_ID() once it blocks
 }
 
+// lockEarly is how much sooner than its timeout a GET_LOCK that returned 0
+// must have ended to count as interrupted rather than timed out.
+const lockEarly = 100 * time.Millisecond
+
 // lockWaitSlack is how much longer than GET_LOCK's own timeout its session
 // may take before the store gives up on it.
 const lockWaitSlack = 5 * time.Second
 
-// startLockWait blocks a session of waitDB on key for up to d, or returns
-// nil when maxLockWaiters sessions are blocked already or d is not
-// positive (GET_LOCK would take a negative timeout for ever).
-func (s *Store) startLockWait(key string, d time.Duration) *lockWait {
+// startLockWait blocks a session of waitDB on the lock of seen's tenure of
+// name for up to d (see lockWait.run), or returns nil when maxLockWaiters
+// sessions are blocked already or d is not positive (GET_LOCK would take
+// a negative timeout for ever). With self, the session also holds the
+// tenure's bell lock while it blocks.
+func (s *Store) startLockWait(name string, seen lease.Record, self bool, d time.Duration) *lockWait {
 	if d <= 0 {
 		return nil
 	}
@@ -196,7 +236,11 @@ func (s *Store) startLockWait(key string, d time.Duration) *lockWait {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		lw.done <- lw.run(ctx, s.waitDB, key, d)
+		bell := ""
+		if self {
+			bell = bellLock(s.dbName, name, seen.Token)
+		}
+		lw.done <- lw.run(ctx, s.waitDB, name, seen, tenureLock(s.dbName, name, seen.Token, seen.Where), bell, d)
 		cancel()
 		s.mu.Lock()
 		delete(s.waits, lw)
@@ -206,42 +250,99 @@ func (s *Store) startLockWait(key string, d time.Duration) *lockWait {
 	return lw
 }
 
-// run is the blocked session: it checks that someone holds key, blocks in
-// GET_LOCK(key, d), and releases the lock at once if it got it.
-func (lw *lockWait) run(ctx context.Context, db *sql.DB, key string, d time.Duration) lockResult {
+// lockWaitSQL reads name's row and, if it still shows the tenure that the
+// arguments describe, blocks in GET_LOCK on its lock and releases the lock
+// at once if it got it: 1 woken, 0 timed out, -1 the row shows another
+// tenure, -2 nobody holds the lock (the holder's session is broken, or an
+// Annotate moved the tenure to another lock), NULL interrupted (MySQL; an
+// interrupted GET_LOCK returns 0 on MariaDB, before its timeout).
+var lockWaitSQL = "SELECT IF(holder = ? AND token = ? AND released = ? AND step_down = ? AND location = ?, " +
+	"IF(IS_USED_LOCK(?) IS NULL, -2, IF(GET_LOCK(?, ?) = 1, RELEASE_LOCK(?), 0)), -1)%s " +
+	"FROM `" + leasesTable + "` WHERE name = ?"
+
+// run is the blocked session: one statement reads the row, checks that
+// someone holds key, blocks in GET_LOCK(key, d), and releases the lock if
+// it got it. With a bell, the session first takes it, and releases it in
+// the same statement as it ends; a session interrupted while it holds the
+// bell (a step-down request) releases it separately.
+func (lw *lockWait) run(ctx context.Context, db *sql.DB, name string, seen lease.Record, key, bell string, d time.Duration) lockResult {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return lockFailed
 	}
-	var (
-		id   int64
-		used sql.NullInt64
-	)
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), IS_USED_LOCK(?)", key).Scan(&id, &used); err != nil {
-		discard(conn)
-		return lockFailed
-	}
-	if !used.Valid {
-		conn.Close()
-		return lockFree
+	id := sessionID(conn)
+	if id == 0 {
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			discard(conn)
+			return lockFailed
+		}
 	}
 	lw.connID.Store(id)
+	q, args := fmt.Sprintf(lockWaitSQL, ""), []any{seen.Holder, seen.Token, seen.Released, seen.StepDown, seen.Where, key, key, d.Seconds(), key, name}
+	if bell != "" {
+		if _, err := conn.ExecContext(ctx, "DO GET_LOCK(?, 0)", bell); err != nil {
+			discard(conn)
+			return lockFailed
+		}
+		q = fmt.Sprintf(lockWaitSQL, ", RELEASE_LOCK(?)")
+		args = append(args[:len(args)-1:len(args)-1], bell, name)
+	}
 	var got sql.NullInt64
-	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", key, d.Seconds()).Scan(&got)
+	start := time.Now()
+	err = conn.QueryRowContext(ctx, q, args...).Scan(append([]any{&got}, bellDest(bell)...)...)
+	early := time.Since(start) < d-lockEarly
 	switch {
-	case err != nil || !got.Valid:
+	case errors.Is(err, sql.ErrNoRows):
+		lw.release(ctx, conn, bell)
+		return lockMoved
+	case err != nil && ctx.Err() == nil && serverError(err, erQueryInterrupted):
+		lw.release(ctx, conn, bell)
+		return lockRung
+	case err != nil:
 		discard(conn)
 		return lockFailed
-	case got.Int64 == 0:
-		conn.Close()
+	case !got.Valid:
+		lw.release(ctx, conn, bell)
+		return lockRung
+	}
+	conn.Close()
+	switch got.Int64 {
+	case 1:
+		return lockWoken
+	case 0:
+		if early {
+			// MariaDB's GET_LOCK returns 0 when KILL QUERY interrupts it
+			// (MySQL's, NULL): a step-down request rang the bell.
+			return lockRung
+		}
 		return lockTimedOut
+	case -1:
+		return lockMoved
 	}
-	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", key); err != nil {
-		discard(conn) // ending the session releases the lock
-	} else {
+	return lockFree
+}
+
+// bellDest scans the bell's RELEASE_LOCK, when there is a bell.
+func bellDest(bell string) []any {
+	if bell == "" {
+		return nil
+	}
+	return []any{new(sql.NullInt64)}
+}
+
+// release gives up every named lock the session holds (a bell whose
+// statement was interrupted, or that ended without reaching its
+// RELEASE_LOCK) and returns it to its pool, or ends it.
+func (lw *lockWait) release(ctx context.Context, conn *sql.Conn, bell string) {
+	if bell == "" {
 		conn.Close()
+		return
 	}
-	return lockWoken
+	if _, err := conn.ExecContext(ctx, "DO RELEASE_ALL_LOCKS()"); err != nil {
+		discard(conn) // ending the session releases its locks
+		return
+	}
+	conn.Close()
 }
 
 // stopLockWait interrupts a blocked session whose Wait ended otherwise:

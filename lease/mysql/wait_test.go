@@ -84,7 +84,7 @@ func waitBlocked(t *testing.T, s *Store, db *sql.DB, n int) {
 func lockHolder(t *testing.T, db *sql.DB, dbName, name string, token int64) int64 {
 	t.Helper()
 	var id sql.NullInt64
-	if err := db.QueryRowContext(testCtx(t), "SELECT IS_USED_LOCK(?)", tenureLock(dbName, name, token)).Scan(&id); err != nil {
+	if err := db.QueryRowContext(testCtx(t), "SELECT IS_USED_LOCK(?)", tenureLock(dbName, name, token, "")).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	return id.Int64
@@ -294,24 +294,103 @@ func TestRenewDoesNotWakeWaiter(t *testing.T) {
 	}
 }
 
-// TestStepDownReachesLockWaiter: a step-down request changes nothing the
-// wake-up lock signals; the version poll wakes the waiter within its
-// interval.
+// TestStepDownReachesLockWaiter: a step-down request rings the bell of the
+// holder's own Wait on its tenure, which wakes within a round trip, not at
+// a poll or a renewal, and then pulses the tenure's lock, which wakes a
+// follower blocked on it. The control requests the step-down as another
+// user, who may not interrupt the holder's session: both Waits sleep on
+// (the holder's renewal would tell it; the follower learns from the
+// release).
 func TestStepDownReachesLockWaiter(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
+			dsn, dbName := newDatabase(t)
+			leader, follower := openStore(t, dsn), openStore(t, dsn)
+			db := admin(t, dsn)
+			ctx := testCtx(t)
+			requester := follower
+			if control {
+				requester = openStore(t, otherUser(t, db, dsn, dbName))
+			}
+			rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := refusedRecord(t, follower, "n", "b")
+			own := startWait(t, leader, "n", rec, 30*time.Second)
+			waitBlocked(t, leader, db, 1)
+			other := startWait(t, follower, "n", held, 30*time.Second)
+			waitBlocked(t, follower, db, 1)
+			asked := time.Now()
+			if _, err := requester.RequestStepDown(ctx, "n", "b", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if control {
+				select {
+				case err := <-own:
+					t.Fatalf("control: the holder's Wait returned (%v) though the requester may not interrupt it", err)
+				case err := <-other:
+					t.Fatalf("control: the follower's Wait returned (%v) before the release", err)
+				case <-time.After(time.Second):
+				}
+				released := time.Now()
+				if err := leader.Release(ctx, "n", "a", rec.Token); err != nil {
+					t.Fatal(err)
+				}
+				wantWoken(t, other, wakeLimit)
+				t.Logf("control: the follower's Wait woke %v after the release", time.Since(released))
+				return
+			}
+			wantWoken(t, own, wakeLimit)
+			t.Logf("the holder's own Wait learned of the step-down request after %v", time.Since(asked))
+			wantWoken(t, other, wakeLimit)
+			t.Logf("the follower's Wait learned of it after %v", time.Since(asked))
+			if cur, err := follower.Get(ctx, "n"); err != nil || !cur.StepDown {
+				t.Errorf("Get after the wake-up = %+v, %v; want the step-down request", cur, err)
+			}
+		})
+	}
+}
+
+// TestTakeoverAfterExpiryReachesLockWaiter: the holder stops renewing but
+// its session lives on, so its lock stays held; after the expiry another
+// holder takes the name. A waiter blocked on the old tenure's lock with a
+// long timeout learns of it from the poll at the expiry + expiryGrace,
+// having sent no poll before the expiry.
+func TestTakeoverAfterExpiryReachesLockWaiter(t *testing.T) {
 	dsn, _ := newDatabase(t)
-	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	leader, follower, taker := openStore(t, dsn), openStore(t, dsn), openStore(t, dsn)
 	ctx := testCtx(t)
-	rec, err := leader.Acquire(ctx, "n", "a", time.Minute)
+	rec, err := leader.Acquire(ctx, "n", "a", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
+	granted := time.Now()
+	before := follower.Statements()
 	done := startWait(t, follower, "n", rec, 30*time.Second)
 	waitBlocked(t, follower, admin(t, dsn), 1)
-	if _, err := leader.RequestStepDown(ctx, "n", "", time.Minute); err != nil {
+	time.Sleep(time.Until(granted.Add(rec.Remaining)) - 100*time.Millisecond)
+	if n := follower.Statements() - before; n != 0 {
+		t.Errorf("the waiter sent %d statements on its statement connections before the expiry, want none", n)
+	}
+	time.Sleep(150 * time.Millisecond)
+	next, err := taker.Acquire(ctx, "n", "c", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	took := wantWoken(t, done, lockPollInterval+time.Second)
-	t.Logf("waiter blocked on the lock learned of the step-down request after %v", took)
+	took := wantWoken(t, done, expiryGrace+lockPollInterval+wakeLimit)
+	t.Logf("the waiter learned of the takeover (token %d) %v after it", next.Token, took)
+}
+
+// refusedRecord is the record an Acquire by holder is refused with.
+func refusedRecord(t *testing.T, s *Store, name, holder string) lease.Record {
+	t.Helper()
+	_, err := s.Acquire(testCtx(t), name, holder, time.Minute)
+	var held *lease.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("Acquire(%q, %q) = %v, want *lease.HeldError", name, holder, err)
+	}
+	return held.Record
 }
 
 // TestWaitsBeyondLockSessionsPoll fills every wake-up session of the
