@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -114,6 +115,7 @@ func summarize(w io.Writer, label string, res *result, tm timing, bound time.Dur
 		fmt.Fprintf(w, ", reconcile-interval %v", tm.reconcile)
 	}
 	fmt.Fprintf(w, ", new-child bound ttl+%v\n", tm.reconcile+bound)
+	fmt.Fprintf(w, "mode: %s\n", modeLine())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "fault\tchild\tfaults\ttenures-hit\tkept\toverlaps\tfrozen\tknown-defect-faults\tstale-accepted\tstale-refused\torphans\tbad-exit\tlate-child\tmax-new-child\tp99-new-child\t")
 	total := newRow("total", "")
@@ -209,4 +211,14 @@ func p99(ds []time.Duration) string {
 	slices.Sort(s)
 	i := int(math.Ceil(0.99*float64(len(s)))) - 1
 	return s[i].Round(time.Millisecond).String()
+}
+
+// modeLine says how the replicas ran: as which user, with or without the
+// child's own PID namespace, and whether commands got cgroups of their own.
+func modeLine() string {
+	ns := "--pid-namespace=false"
+	if *flagNS {
+		ns = "default (the child in a PID namespace of its own)"
+	}
+	return fmt.Sprintf("uid %d, %s, command cgroups %v", os.Getuid(), ns, commandCgroups)
 }
