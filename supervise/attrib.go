@@ -78,6 +78,13 @@ func (r *reaper) recordOrigins() {
 	}
 }
 
+// forgetChild is forget with the reaper's mutex taken.
+func (r *reaper) forgetChild(c *Child) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forget(c)
+}
+
 // forget drops what was recorded of c, once its Stop has swept. r.mu must
 // be held.
 func (r *reaper) forget(c *Child) {

@@ -16,10 +16,13 @@ const groupPoll = 10 * time.Millisecond
 // once all of them are dead and reaped. It sends StopSignal (then SIGCONT, so
 // a stopped group can act on it) to the child's group, waits until the group
 // is gone or KillGrace has passed, sends SIGKILL to the group and the child,
-// then kills and reaps every other child of this process that is not a live
-// Child, until none remains: descendants that escaped the group (setsid) and
-// were adopted by this subreaper or PID 1 — except those it can tell came
-// from another Child not yet stopped (see attrib.go).
+// then kills what escaped the group (setsid): with a cgroup of the child's
+// own, every process left in it (cgroup.kill); in a PID namespace of the
+// child's own, nothing is left (the kernel killed the namespace with its
+// init); otherwise it sweeps — kills and reaps every other child of this
+// process that is not a live Child, until none remains: descendants
+// adopted by this subreaper or PID 1, except those it can tell came from
+// another Child not yet stopped (see attrib.go).
 //
 // Stop is idempotent and safe to call after the child exited by itself; then
 // only what remains of its group and the escaped descendants are stopped.
@@ -50,11 +53,22 @@ func (c *Child) stop(sig syscall.Signal) {
 		c.logger.Warn("kill grace expired; sent SIGKILL", "pid", c.pid, "grace", grace)
 	}
 	c.awaitReaped()
-	sweep(c)
-	if c.cg != nil {
+	switch {
+	case c.cg != nil:
+		// Every descendant is in the cgroup, whatever it did with its
+		// session, group or parent: no scan of /proc is needed.
 		if n := c.cg.kill(); n > 0 {
 			c.logger.Warn("killed what was left in the child's cgroup", "pid", c.pid, "processes", n)
 		}
+		theReaper.reap() // those of them this process adopted
+		theReaper.forgetChild(c)
+	case c.spec.Namespace != NoNamespace:
+		// The child was its PID namespace's init: its descendants were
+		// never this process's to adopt, and the kernel killed them all
+		// before the init could be reaped.
+		theReaper.forgetChild(c)
+	default:
+		sweep(c)
 	}
 }
 

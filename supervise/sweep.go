@@ -23,11 +23,7 @@ func sweep(c *Child) {
 	wait := time.Millisecond
 	killed := make(map[int]bool)
 	scan := func() []int { return scanChildren(os.Getpid()) }
-	defer func() {
-		theReaper.mu.Lock()
-		theReaper.forget(c)
-		theReaper.mu.Unlock()
-	}()
+	defer theReaper.forgetChild(c)
 	for pass := 1; ; pass++ {
 		listed := theReaper.killStrays(c, killed, listChildren)
 		scanned := 0
