@@ -15,7 +15,8 @@ import (
 // PID 1), and the sweep must kill those of the Child being stopped, and
 // never another live Child's. A stray is attributed to the Child it came
 // from by, first, the process tree recorded while its parent was alive
-// (origins: every second while several Children run), then the tag each
+// (origins: every second while several Children that may leave strays
+// run, see recordWhileSeveral), then the tag each
 // Child puts in its environment (tagEnv), which descendants inherit. A stray nothing
 // attributes (it cleared its environment and escaped between two records)
 // is killed by any sweep: leaving it alive after a release would be worse

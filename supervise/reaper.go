@@ -93,12 +93,25 @@ func (r *reaper) reap() {
 	}
 }
 
-// recordWhileSeveral records the Children's descendants when more than one
-// runs: with one, every stray is its own or nobody's.
+// recordWhileSeveral records the Children's descendants when a sweep may
+// have to tell whose a stray is: while at least one Child will sweep and
+// more than one may leave strays for this process to adopt (with one,
+// every stray is its own or nobody's). A Child in a PID namespace of its
+// own leaves none, and one with a cgroup of its own does not sweep (see
+// Child.stop), so by default nothing is recorded and /proc is not read.
 func (r *reaper) recordWhileSeveral() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.children) > 1 {
+	strayers, sweepers := 0, 0
+	for _, c := range r.children {
+		if c.spec.Namespace == NoNamespace {
+			strayers++
+			if c.cg == nil {
+				sweepers++
+			}
+		}
+	}
+	if strayers > 1 && sweepers > 0 {
 		r.recordOrigins()
 	}
 }
