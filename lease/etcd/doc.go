@@ -53,20 +53,26 @@
 // released, which tells "released" from "expired"; prefix/c/N/HOLDER
 // records a candidate.
 //
-//   - Acquire and Seize read the name's keys, decide, and write the grant
-//     in one transaction whose conditions (ModRevision compares) say that
-//     the record and the lease key are as read, so that the decision
-//     holds at the moment of the write; if they changed, they read again.
-//     The name is free when its lease key is absent (released, expired, or
+//   - Acquire and Seize decide on the name's keys and write the grant in
+//     one transaction whose conditions (ModRevision compares) say that the
+//     record and the lease key are as the decision saw them, so that the
+//     decision holds at the moment of the write; when they changed, the
+//     transaction's other branch returns them and it decides again. The
+//     name is free when its lease key is absent (released, expired, or
 //     never held) and no step-down reservation keeps the caller out; Seize
-//     also when the lease key names the dead holder's tenure. The grant
-//     writes the record with token = max(previous + 1, the acquiring
-//     replica's wall clock in ms), the lease key on the tenure's etcd
-//     lease, and deletes the released key. The etcd lease, with the TTL
-//     rounded up to whole seconds, is granted while the name is read,
-//     after the call was sent — or, cheaper, the spare lease that a
-//     refused Acquire of the handle kept is renewed then. A grant is then two round trips
-//     and one raft write (two without a live spare).
+//     also when the lease key names the dead holder's tenure. The first
+//     decision is on what the handle last learned of the name — a read,
+//     its own writes, the events of its Wait's watch — when that says the
+//     name is free (a follower woken by a release: the watch showed the
+//     lease key's deletion); otherwise it reads first. The grant writes
+//     the record with token = max(previous + 1, the acquiring replica's
+//     wall clock in ms), the lease key on the tenure's etcd lease, and
+//     deletes the released key. The etcd lease, with the TTL rounded up
+//     to whole seconds, is renewed or granted after the call was sent: the
+//     spare lease that a refused Acquire of the handle kept is kept alive
+//     while the transaction runs, or a new one is granted (while the name
+//     is read, when it is). A hand-off is then one round trip and one raft
+//     write; a grant after a read two (three without a live spare).
 //   - Renew is one LeaseKeepAlive of the tenure's etcd lease and, sent at
 //     the same time, one linearizable read of the name's keys, which
 //     confirms that the lease key still stands for this tenure on that
@@ -77,9 +83,10 @@
 //     fails (etcd never revives one): ErrLost. One renewal is two
 //     requests in one round trip, and no raft write.
 //   - Release is one transaction: if the lease key still names this
-//     tenure, delete it and write the released key; then the tenure's own
-//     etcd lease is revoked. A step-down reservation lives in the record
-//     and so outlives the release.
+//     tenure, delete it and write the released key. The tenure's own etcd
+//     lease, which no key uses any more, is then revoked in the
+//     background (Close waits for it). A step-down reservation lives in
+//     the record and so outlives the release.
 //   - RequestStepDown and Annotate rewrite the record in a transaction
 //     conditional on the record and lease key being as read, and for
 //     RequestStepDown on the successor's candidate key or, for a

@@ -243,11 +243,7 @@ func (st nameState) view(name string, now time.Time, left leaseTime) lease.Recor
 // linearizable request, and returns them with the revision they were read
 // at.
 func (s *Store) readName(ctx context.Context, k nameKeys, withCandidates bool) (nameState, int64, error) {
-	ops := []clientv3.Op{clientv3.OpGet(k.base, clientv3.WithPrefix())}
-	if withCandidates {
-		ops = append(ops, clientv3.OpGet(k.candidates, clientv3.WithPrefix()))
-	}
-	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	resp, err := s.client.Txn(ctx).Then(readOps(k, withCandidates)...).Commit()
 	if err != nil {
 		return nameState{}, 0, err
 	}
@@ -257,4 +253,13 @@ func (s *Store) readName(ctx context.Context, k nameKeys, withCandidates bool) (
 	}
 	st, err := parseName(k, lists...)
 	return st, resp.Header.Revision, err
+}
+
+// readOps read name's keys, with its candidates when asked.
+func readOps(k nameKeys, withCandidates bool) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpGet(k.base, clientv3.WithPrefix())}
+	if withCandidates {
+		ops = append(ops, clientv3.OpGet(k.candidates, clientv3.WithPrefix()))
+	}
+	return ops
 }

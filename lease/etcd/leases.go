@@ -93,7 +93,8 @@ type memberID struct {
 
 // leases remembers which etcd lease each tenure and member of this handle
 // is attached to, so that a renewal needs no read to find it. What it
-// remembers is only ever used together with a read that confirms it.
+// remembers is only ever used together with a read or a live watch that
+// confirms it.
 type leases struct {
 	mu      sync.Mutex // guards the fields below
 	tenures map[tenureID]leaseRef
@@ -213,6 +214,22 @@ func (s *Store) revoke(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
 	s.client.Revoke(ctx, id)
+}
+
+// revokeLater revokes, in the background, a lease that no tenure uses any
+// more; Close waits for it.
+// After Close it does nothing: the lease expires on its own.
+func (s *Store) revokeLater(id clientv3.LeaseID) {
+	s.revokeMu.Lock()
+	defer s.revokeMu.Unlock()
+	if s.open() != nil {
+		return
+	}
+	s.revoking.Add(1)
+	go func() {
+		defer s.revoking.Done()
+		s.revoke(id)
+	}()
 }
 
 // ttlQueries bounds the LeaseTimeToLive requests in flight at once.
