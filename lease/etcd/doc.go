@@ -73,15 +73,20 @@
 //     while the transaction runs, or a new one is granted (while the name
 //     is read, when it is). A hand-off is then one round trip and one raft
 //     write; a grant after a read two (three without a live spare).
-//   - Renew is one LeaseKeepAlive of the tenure's etcd lease and, sent at
-//     the same time, one linearizable read of the name's keys, which
-//     confirms that the lease key still stands for this tenure on that
-//     lease (and carries a step-down request). The two need no order: the
-//     lease key is attached to the lease, so while the lease lives only an
-//     explicit delete — the holder's own release, an operator — can remove
-//     it, and a takeover needs it removed. A keep-alive of an expired lease
-//     fails (etcd never revives one): ErrLost. One renewal is two
-//     requests in one round trip, and no raft write.
+//   - Renew is one LeaseKeepAlive of the tenure's etcd lease. While a
+//     watch of the name's keys is in place and has read them (the
+//     holder's own Wait for a step-down request, which the election loop
+//     keeps), that watch vouches for the keys: every change after its read
+//     reaches the handle, so it knows that the lease key still stands for
+//     this tenure on that lease, and whether a step-down was asked.
+//     Without such a watch, one linearizable read of the name's keys is
+//     sent at the same time as the keep-alive and confirms it. Neither
+//     needs an order with the keep-alive: the lease key is attached to the
+//     lease, so while the lease lives only an explicit delete — the
+//     holder's own release, an operator — can remove it, and a takeover
+//     needs it removed. A keep-alive of an expired lease fails (etcd never
+//     revives one): ErrLost. One renewal is one request (two without the
+//     watch) in one round trip, and no raft write.
 //   - Release is one transaction: if the lease key still names this
 //     tenure, delete it and write the released key. The tenure's own etcd
 //     lease, which no key uses any more, is then revoked in the

@@ -280,9 +280,10 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 }
 
 // Renew implements lease.Store: one LeaseKeepAlive of the tenure's etcd
-// lease and, in parallel, one linearizable read that confirms that the
-// name's lease key still stands for this tenure on that lease. See the
-// package documentation for why the two need not be ordered.
+// lease. What confirms that the name's lease key still stands for this
+// tenure on that lease is a live watch of the name (see seen) or, without
+// one, a linearizable read sent in parallel. See the package documentation
+// for why the two need not be ordered.
 func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
 	rec, err := s.renew(ctx, name, holder, token, ttl)
 	if errors.Is(err, lease.ErrLost) {
@@ -312,6 +313,19 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 			return lease.Record{}, lease.ErrLost
 		}
 		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease), shared: true}
+	}
+	if st, ok := s.seen.confirmed(name); ok && known && st.heldBy(holder, token) && st.leaseKV.Lease == int64(ref.id) {
+		// A live watch of the name (the holder's own Wait for a
+		// step-down request) vouches for the keys: the keep-alive alone
+		// renews.
+		got, err := s.keepAlive(ctx, ref.id)
+		switch {
+		case errors.Is(err, errLeaseGone):
+			return lease.Record{}, lease.ErrLost
+		case err != nil:
+			return lease.Record{}, err
+		}
+		return s.renewed(ctx, k, st, token, ref, got, ttlSeconds(ttl))
 	}
 	type kept struct {
 		ttl int64

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/leaderrun/leaderrun/internal/etcdtest"
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -107,5 +109,77 @@ func TestHandOffIsOneTransaction(t *testing.T) {
 	}
 	if reqs["Txn"] != 1 || reqs["Range"] != 0 || reqs["LeaseGrant"] != 0 || reqs["LeaseKeepAlive"] != 1 {
 		t.Errorf("Acquire after the wake-up sent %v, want one Txn and one LeaseKeepAlive (of the spare lease)", reqs)
+	}
+}
+
+// TestRenewIsOneKeepAliveWhileWatched checks that while the holder's own
+// Wait watches the name (as a tenure does, for step-down requests), a
+// renewal is one keep-alive and nothing else; and that the watch still
+// tells Renew when the tenure's lease key is deleted behind its back.
+func TestRenewIsOneKeepAliveWhileWatched(t *testing.T) {
+	c, prefix := newPrefix(t)
+	dsn := dsnFor(prefix, c.Endpoints()...)
+	s := openStore(t, dsn)
+	waiting := make(chan struct{}, 1)
+	s.waiting = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	rec, err := s.Acquire(testCtx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- s.Wait(testCtx(t), "n", rec, time.Minute) }()
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not start watching")
+	}
+	const renewals = 5
+	before := requests(t, c)
+	for range renewals {
+		got, err := s.Renew(testCtx(t), "n", "a", rec.Token, time.Minute)
+		if err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		if got.Holder != "a" || got.Token != rec.Token || got.Remaining < 50*time.Second {
+			t.Fatalf("Renew = %+v, want a's tenure %d with about a minute left", got, rec.Token)
+		}
+	}
+	reqs := sent(before, requests(t, c))
+	if want := map[string]int{"LeaseKeepAlive": renewals}; len(reqs) != 1 || reqs["LeaseKeepAlive"] != renewals {
+		t.Errorf("%d renewals sent %v, want %v", renewals, reqs, want)
+	}
+
+	// Behind the holder's back, as an operator might: the lease key
+	// rewritten for another tenure, on the same etcd lease (so that the
+	// keep-alive still succeeds), which wakes no waiter.
+	admin := c.Client(t)
+	k := s.keysOf("n")
+	resp, err := admin.Get(testCtx(t), k.lease)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read the lease key: %v, %v", resp, err)
+	}
+	if _, err := admin.Put(testCtx(t), k.lease, tenureValue(rec.Token+1, "x"), clientv3.WithLease(clientv3.LeaseID(resp.Kvs[0].Lease))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, err := s.Renew(testCtx(t), "n", "a", rec.Token, time.Minute)
+		if errors.Is(err, lease.ErrLost) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Renew after the lease key was rewritten for another tenure = %v, want lease.ErrLost", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-woke:
+		t.Errorf("Wait returned %v: a rewrite of the lease key woke it", err)
+	default:
 	}
 }
