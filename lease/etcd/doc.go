@@ -64,15 +64,21 @@
 //     decision is on what the handle last learned of the name — a read,
 //     its own writes, the events of its Wait's watch — when that says the
 //     name is free (a follower woken by a release: the watch showed the
-//     lease key's deletion); otherwise it reads first. The grant writes
+//     lease key's deletion). When that says the name is held (a follower
+//     whose Wait timed out), one transaction records the candidate and
+//     reads the keys while the tenure's etcd lease is asked how long it
+//     has left: a refusal is one round trip and needs no lease of the
+//     caller's own. Otherwise it reads first. The grant writes
 //     the record with token = max(previous + 1, the acquiring replica's
 //     wall clock in ms), the lease key on the tenure's etcd lease, and
 //     deletes the released key. The etcd lease, with the TTL rounded up
 //     to whole seconds, is renewed or granted after the call was sent: the
-//     spare lease that a refused Acquire of the handle kept is kept alive
-//     while the transaction runs, or a new one is granted (while the name
-//     is read, when it is). A hand-off is then one round trip and one raft
-//     write; a grant after a read two (three without a live spare).
+//     spare lease that an earlier Acquire of the handle got and did not
+//     use is kept alive while the transaction runs, unless it has expired
+//     by the local clock; else a new one is granted (while the name is
+//     read, when it is). A hand-off is then one round trip and one raft
+//     write with a live spare (a follower that was refused less than L
+//     ago), two without.
 //   - Renew is one LeaseKeepAlive of the tenure's etcd lease. While a
 //     watch of the name's keys is in place and has read them (the
 //     holder's own Wait for a step-down request, which the election loop

@@ -70,8 +70,25 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			}
 		}
 	}()
-	st, decided := s.seen.get(name)
+	st, _, decided := s.seen.get(name)
 	decided = decided && free(st, holder, dead, time.Now())
+	if known, _, ok := s.seen.get(name); ok && known.held() && !free(known, holder, dead, time.Now()) {
+		// The name was held when the handle last looked (a follower
+		// whose Wait timed out): likely a refusal, which needs no lease
+		// of its own. One transaction records the candidate and reads
+		// the keys while the known tenure's lease is asked how long it
+		// has left.
+		var err error
+		st, err = s.probe(ctx, k, known, holder, ttl)
+		if err != nil {
+			return lease.Record{}, err
+		}
+		now := time.Now()
+		if !free(st, holder, dead, now) {
+			return lease.Record{}, s.refusal(ctx, k, st, holder, dead, now)
+		}
+		decided = true
+	}
 	read := false // st was read by this call: its candidates are current
 	for range maxAttempts {
 		if !decided {
@@ -84,8 +101,7 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 				go func() { leased <- s.leaseFor(ctx, secs) }()
 			}
 			var err error
-			var rev int64
-			st, rev, err = s.readName(ctx, k, true)
+			st, _, err = s.readName(ctx, k, true)
 			lr := <-leased
 			if lr.err == nil {
 				owned = &lr.ref
@@ -93,7 +109,6 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			if err != nil {
 				return lease.Record{}, err
 			}
-			s.seen.read(name, st, rev)
 			read = true
 			now := time.Now()
 			if !free(st, holder, dead, now) {
@@ -107,11 +122,14 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 		// The lease: the one this call holds; else the spare, kept alive
 		// while the transaction runs (both are sent after the call was,
 		// so the lease outlives the tenure's deadline); else a new one.
-		var kept chan error
+		var kept chan leaseResult
 		if owned == nil {
 			if spare, ok := s.leases.takeSpare(secs); ok {
-				owned, kept = &spare, make(chan error, 1)
-				go func() { kept <- s.keepSpare(ctx, spare.id, secs) }()
+				owned, kept = &spare, make(chan leaseResult, 1)
+				go func() {
+					until, err := s.keepSpare(ctx, spare.id, secs)
+					kept <- leaseResult{ref: leaseRef{until: until}, err: err}
+				}()
 			} else {
 				ref, err := s.grant(ctx, secs)
 				if err != nil {
@@ -142,7 +160,9 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Else(readOps(k, true)...).Commit()
 		var kerr error
 		if kept != nil {
-			kerr = <-kept
+			lr := <-kept
+			kerr = lr.err
+			owned.until = lr.ref.until
 		}
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -221,9 +241,10 @@ type leaseResult struct {
 // there (see round and adopt).
 func (s *Store) leaseFor(ctx context.Context, secs int64) leaseResult {
 	if spare, ok := s.leases.takeSpare(secs); ok {
-		err := s.keepSpare(ctx, spare.id, secs)
+		until, err := s.keepSpare(ctx, spare.id, secs)
 		switch {
 		case err == nil:
+			spare.until = until
 			return leaseResult{ref: spare}
 		case !errors.Is(err, errLeaseGone):
 			s.leases.putSpare(spare)
@@ -234,17 +255,19 @@ func (s *Store) leaseFor(ctx context.Context, secs int64) leaseResult {
 	return leaseResult{ref: ref, err: err}
 }
 
-// keepSpare renews the spare lease id, asked with secs seconds, once: nil
-// when it has secs seconds left, errLeaseGone when etcd no longer has it.
-func (s *Store) keepSpare(ctx context.Context, id clientv3.LeaseID, secs int64) error {
+// keepSpare renews the spare lease id, asked with secs seconds, once: it
+// returns the lease's new until, or errLeaseGone when etcd no longer has
+// it.
+func (s *Store) keepSpare(ctx context.Context, id clientv3.LeaseID, secs int64) (time.Time, error) {
+	sent := time.Now()
 	ttl, err := s.keepAlive(ctx, id)
 	switch {
 	case err != nil:
-		return err
+		return time.Time{}, err
 	case ttl < secs:
-		return errLeaseGone // not what it was asked for: treat it as gone
+		return time.Time{}, errLeaseGone // not what it was asked for: treat it as gone
 	}
-	return nil
+	return sent.Add(time.Duration(ttl) * time.Second), nil
 }
 
 // refuse records holder as a candidate for name until now + 2×ttl, learns
@@ -256,19 +279,59 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 		_, err := s.client.Put(ctx, k.candidates+escape(holder), strconv.FormatInt(until, 10))
 		put <- err
 	}()
-	left := leaseTime{gone: true}
-	var err error
-	if st.held() {
-		var times map[clientv3.LeaseID]leaseTime
-		id := clientv3.LeaseID(st.leaseKV.Lease)
-		times, err = s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
-		left = times[id]
-	}
+	err := s.refusal(ctx, k, st, holder, dead, now)
 	if perr := <-put; perr != nil {
 		return perr
 	}
+	return err
+}
+
+// probe records holder as a candidate for name until now + 2×ttl and reads
+// the name's keys, in one transaction; at the same time it asks etcd how
+// long the lease of known, the tenure last seen, has left, and keeps the
+// answer for refusal.
+func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder string, ttl time.Duration) (nameState, error) {
+	id := clientv3.LeaseID(known.leaseKV.Lease)
+	type asked struct {
+		times map[clientv3.LeaseID]leaseTime
+		err   error
+	}
+	answer := make(chan asked, 1)
+	go func() {
+		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
+		answer <- asked{times, err}
+	}()
+	until := time.Now().Add(2 * ttl).UnixMilli()
+	resp, err := s.client.Txn(ctx).Then(
+		clientv3.OpPut(k.candidates+escape(holder), strconv.FormatInt(until, 10)),
+		clientv3.OpGet(k.base, clientv3.WithPrefix()),
+	).Commit()
+	a := <-answer
 	if err != nil {
-		return err
+		return nameState{}, err
+	}
+	st, err := parseName(k, resp.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return nameState{}, err
+	}
+	s.seen.read(k.name, st, resp.Header.Revision)
+	if a.err == nil {
+		st.times = a.times
+	}
+	return st, nil
+}
+
+// refusal learns how long the tenure in st has left (unless st.times
+// knows) and returns the refusal of name to holder.
+func (s *Store) refusal(ctx context.Context, k nameKeys, st nameState, holder string, dead *lease.Record, now time.Time) error {
+	left := leaseTime{gone: true}
+	if st.held() {
+		id := clientv3.LeaseID(st.leaseKV.Lease)
+		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, st.times)
+		if err != nil {
+			return err
+		}
+		left = times[id]
 	}
 	cur := st.view(k.name, now, left)
 	if err := lease.Refusal(judged(st, cur, dead), holder); err != nil {
@@ -532,6 +595,7 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 		s.leases.forgetTenure(name, token)
 		return lease.ErrLost
 	}
+	s.seen.forget(name)
 	if ref, ok := s.leases.tenure(name, token); ok {
 		s.leases.forgetTenure(name, token)
 		if !ref.shared {

@@ -183,3 +183,59 @@ func TestRenewIsOneKeepAliveWhileWatched(t *testing.T) {
 	default:
 	}
 }
+
+// TestFollowerRoundIsCheap checks what a follower's round costs once its
+// Wait timed out on a name still held: the refusal is one transaction that
+// records the candidate and reads the keys, with the tenure's lease asked
+// how long it has left alongside (no separate read, no lease of its own);
+// the next Wait watches and reads once.
+func TestFollowerRoundIsCheap(t *testing.T) {
+	c, prefix := newPrefix(t)
+	dsn := dsnFor(prefix, c.Endpoints()...)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	if _, err := leader.Acquire(testCtx(t), "n", "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	refused := func() lease.Record {
+		t.Helper()
+		_, err := follower.Acquire(testCtx(t), "n", "b", time.Minute)
+		var held *lease.HeldError
+		if !errors.As(err, &held) {
+			t.Fatalf("follower's Acquire = %v, want *lease.HeldError", err)
+		}
+		if held.Record.Holder != "a" || held.Record.Remaining < 50*time.Second {
+			t.Fatalf("refusal = %+v, want a's tenure with about a minute left", held.Record)
+		}
+		return held.Record
+	}
+	seen := refused()
+	if err := follower.Wait(testCtx(t), "n", seen, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	before := requests(t, c)
+	seen = refused()
+	if err := follower.Wait(testCtx(t), "n", seen, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	reqs := sent(before, requests(t, c))
+	if reqs["Txn"] != 2 || reqs["Range"] != 0 || reqs["Put"] != 0 || reqs["LeaseGrant"] != 0 ||
+		reqs["LeaseKeepAlive"] != 0 || reqs["LeaseTimeToLive"] != 1 {
+		t.Errorf("a refusal after a Wait and the next Wait sent %v, want two Txns (the refusal's, the Wait's read), one LeaseTimeToLive and the Watch", reqs)
+	}
+
+	// A change the follower's watch did not see (none was running) still
+	// ends its next Wait at once.
+	if err := leader.Release(testCtx(t), "n", "a", seen.Token); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := follower.Wait(testCtx(t), "n", seen, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Wait after a release it did not watch took %v, want an immediate return", took)
+	}
+	if got, err := follower.Acquire(testCtx(t), "n", "b", time.Minute); err != nil || got.Holder != "b" {
+		t.Errorf("Acquire after the release = %+v, %v, want b's tenure", got, err)
+	}
+}

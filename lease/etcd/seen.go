@@ -34,15 +34,17 @@ type seenName struct {
 	unknown bool
 }
 
-// get returns what was last learned of name, if anything.
-func (s *seen) get(name string) (nameState, bool) {
+// get returns what was last learned of name, if anything, and the
+// revision it is as of: exactly the name's keys at that revision (less the
+// candidates, which are as last read).
+func (s *seen) get(name string) (nameState, int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, ok := s.names[name]
 	if !ok || n.unknown {
-		return nameState{}, false
+		return nameState{}, 0, false
 	}
-	return n.st, true
+	return n.st, n.rev, true
 }
 
 // confirmed returns the state of name while a live watch keeps it current.
@@ -76,6 +78,16 @@ func (s *seen) read(name string, st nameState, rev int64) {
 	n := s.entry(name)
 	if rev >= n.rev {
 		n.st, n.rev, n.unknown = st, rev, false
+	}
+}
+
+// forget makes what is known of name unknown until the next read (after
+// a write whose effect on the other keys the handle did not see).
+func (s *seen) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n, ok := s.names[name]; ok {
+		n.unknown = true
 	}
 }
 

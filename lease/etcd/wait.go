@@ -21,6 +21,10 @@ import (
 // renewals write nothing and do not wake it (see changes). When the watch
 // fails (etcd compacted the revision it resumed from after a broken
 // connection, the member lost its leader), Wait watches and reads again.
+//
+// It never resumes from a revision the handle knew instead of reading:
+// etcd moves a watch that starts in the past to its live ones only every
+// 100 ms, and until then delivers nothing, a release included.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	k := s.keysOf(name)
 	return s.waitFor(ctx, k.base, &k, timeout, func(ctx context.Context) (bool, int64, error) {
@@ -28,7 +32,6 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 		if err != nil {
 			return false, 0, err
 		}
-		s.seen.read(name, st, rev)
 		cur := st.view(name, time.Now(), justRenewed(1))
 		return !lease.SameTenure(cur, seen) || cur.Held() != seen.Held(), rev, nil
 	})
