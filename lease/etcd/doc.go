@@ -103,9 +103,11 @@
 //     RequestStepDown on the successor's candidate key or, for a
 //     partition, its member key.
 //   - Wait watches the name's keys, reads them once etcd confirmed the
-//     watch, and returns on the next change: an acquisition, a release, a
-//     step-down, Annotate, or the deletion of the lease key when the
-//     tenure expired. Renewals write no key and wake nobody. After a watch
+//     watch (unless the handle knows them as of the revision the watch
+//     starts from: nothing was written to etcd since, as after a
+//     refusal), and returns on the next change: an acquisition, a
+//     release, a step-down, Annotate, or the deletion of the lease key
+//     when the tenure expired. Renewals write no key and wake nobody. After a watch
 //     error, ErrCompacted included, it watches and reads again.
 //
 // # Groups
