@@ -70,16 +70,16 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			}
 		}
 	}()
-	st, _, decided := s.seen.get(name)
-	decided = decided && free(st, holder, dead, time.Now())
-	if known, _, ok := s.seen.get(name); ok && known.held() && !free(known, holder, dead, time.Now()) {
+	st, _, known := s.seen.get(name)
+	decided := known && free(st, holder, dead, time.Now())
+	if known && !decided && st.held() {
 		// The name was held when the handle last looked (a follower
 		// whose Wait timed out): likely a refusal, which needs no lease
 		// of its own. One transaction records the candidate and reads
 		// the keys while the known tenure's lease is asked how long it
 		// has left.
 		var err error
-		st, err = s.probe(ctx, k, known, holder, ttl)
+		st, err = s.probe(ctx, k, st, holder, ttl)
 		if err != nil {
 			return lease.Record{}, err
 		}
@@ -163,6 +163,12 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			lr := <-kept
 			kerr = lr.err
 			owned.until = lr.ref.until
+			if err == nil && resp.Succeeded && kerr != nil && !errors.Is(kerr, errLeaseGone) {
+				// Granted, but the keep-alive sent alongside failed:
+				// once more, so that the tenure's lease is known to
+				// outlive its deadline.
+				owned.until, kerr = s.keepSpare(ctx, ref.id, secs)
+			}
 		}
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):

@@ -240,3 +240,48 @@ func TestFollowerRoundIsCheap(t *testing.T) {
 		t.Errorf("Acquire after the release = %+v, %v, want b's tenure", got, err)
 	}
 }
+
+// TestHandOffWithALostSpare checks the hand-off's fast path when the spare
+// lease it keeps alive alongside its transaction is gone from etcd (here
+// revoked behind the handle's back): the transaction writes nothing, and
+// Acquire grants a new lease and takes the name all the same.
+func TestHandOffWithALostSpare(t *testing.T) {
+	c, prefix := newPrefix(t)
+	dsn := dsnFor(prefix, c.Endpoints()...)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	rec, err := leader.Acquire(testCtx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = follower.Acquire(testCtx(t), "n", "b", time.Minute)
+	var held *lease.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("follower's Acquire = %v, want *lease.HeldError", err)
+	}
+	spare := follower.leases.dropSpare()
+	if spare == nil {
+		t.Fatal("the refused Acquire kept no spare lease")
+	}
+	follower.leases.putSpare(*spare)
+	if _, err := c.Client(t).Revoke(testCtx(t), spare.id); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Release(testCtx(t), "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := follower.Wait(testCtx(t), "n", held.Record, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := requests(t, c)
+	got, err := follower.Acquire(testCtx(t), "n", "b", time.Minute)
+	if err != nil || got.Holder != "b" {
+		t.Fatalf("Acquire after the release = %+v, %v; want b's tenure", got, err)
+	}
+	if reqs := sent(before, requests(t, c)); reqs["LeaseGrant"] != 1 || reqs["Txn"] != 2 {
+		t.Errorf("Acquire sent %v, want a transaction refused for the lost lease, a grant and a transaction", reqs)
+	}
+	renewed, err := follower.Renew(testCtx(t), "n", "b", got.Token, time.Minute)
+	if err != nil || renewed.Remaining < 50*time.Second {
+		t.Errorf("Renew of the new tenure = %+v, %v; want about a minute left", renewed, err)
+	}
+}
