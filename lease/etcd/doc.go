@@ -68,10 +68,10 @@
 //     whose Wait timed out), one transaction records the candidate and
 //     reads the keys while the tenure's etcd lease is asked how long it
 //     has left: a refusal is one round trip and needs no lease of the
-//     caller's own. Otherwise it reads first. The grant writes
-//     the record with token = max(previous + 1, the acquiring replica's
-//     wall clock in ms), the lease key on the tenure's etcd lease, and
-//     deletes the released key. The etcd lease, with the TTL rounded up
+//     caller's own. Otherwise it reads first. The grant writes the record
+//     with token = max(previous + 1, the acquiring replica's wall clock in
+//     ms), the lease key on the tenure's etcd lease, and deletes the
+//     released key. The etcd lease, with the TTL rounded up
 //     to whole seconds, is renewed or granted after the call was sent: the
 //     spare lease that an earlier Acquire of the handle got and did not
 //     use is kept alive while the transaction runs, unless it has expired
@@ -107,8 +107,9 @@
 //     starts from: nothing was written to etcd since, as after a
 //     refusal), and returns on the next change: an acquisition, a
 //     release, a step-down, Annotate, or the deletion of the lease key
-//     when the tenure expired. Renewals write no key and wake nobody. After a watch
-//     error, ErrCompacted included, it watches and reads again.
+//     when the tenure expired. Renewals write no key and wake nobody.
+//     After a watch error, ErrCompacted included, it watches and reads
+//     again.
 //
 // # Groups
 //
