@@ -53,42 +53,63 @@
 // released, which tells "released" from "expired"; prefix/c/N/HOLDER
 // records a candidate.
 //
-//   - Acquire and Seize read the name's keys, decide, and write the grant
-//     in one transaction whose conditions (ModRevision compares) say that
-//     the record and the lease key are as read, so that the decision
-//     holds at the moment of the write; if they changed, they read again.
-//     The name is free when its lease key is absent (released, expired, or
+//   - Acquire and Seize decide on the name's keys and write the grant in
+//     one transaction whose conditions (ModRevision compares) say that the
+//     record and the lease key are as the decision saw them, so that the
+//     decision holds at the moment of the write; when they changed, the
+//     transaction's other branch returns them and it decides again. The
+//     name is free when its lease key is absent (released, expired, or
 //     never held) and no step-down reservation keeps the caller out; Seize
-//     also when the lease key names the dead holder's tenure. The grant
-//     writes the record with token = max(previous + 1, the acquiring
-//     replica's wall clock in ms), the lease key on the tenure's etcd
-//     lease, and deletes the released key. The etcd lease, with the TTL
-//     rounded up to whole seconds, is granted while the name is read,
-//     after the call was sent — or, cheaper, the spare lease that a
-//     refused Acquire of the handle kept is renewed then. A grant is then two round trips
-//     and one raft write (two without a live spare).
-//   - Renew is one LeaseKeepAlive of the tenure's etcd lease and, sent at
-//     the same time, one linearizable read of the name's keys, which
-//     confirms that the lease key still stands for this tenure on that
-//     lease (and carries a step-down request). The two need no order: the
-//     lease key is attached to the lease, so while the lease lives only an
-//     explicit delete — the holder's own release, an operator — can remove
-//     it, and a takeover needs it removed. A keep-alive of an expired lease
-//     fails (etcd never revives one): ErrLost. One renewal is two
-//     requests in one round trip, and no raft write.
+//     also when the lease key names the dead holder's tenure. The first
+//     decision is on what the handle last learned of the name — a read,
+//     its own writes, the events of its Wait's watch — when that says the
+//     name is free (a follower woken by a release: the watch showed the
+//     lease key's deletion). When that says the name is held (a follower
+//     whose Wait timed out), one transaction records the candidate and
+//     reads the keys while the tenure's etcd lease is asked how long it
+//     has left: a refusal is one round trip and needs no lease of the
+//     caller's own. Otherwise it reads first. The grant writes the record
+//     with token = max(previous + 1, the acquiring replica's wall clock in
+//     ms), the lease key on the tenure's etcd lease, and deletes the
+//     released key. The etcd lease, with the TTL rounded up
+//     to whole seconds, is renewed or granted after the call was sent: the
+//     spare lease that an earlier Acquire of the handle got and did not
+//     use is kept alive while the transaction runs, unless it has expired
+//     by the local clock; else a new one is granted (while the name is
+//     read, when it is). A hand-off is then one round trip and one raft
+//     write with a live spare (a follower that was refused less than L
+//     ago), two without.
+//   - Renew is one LeaseKeepAlive of the tenure's etcd lease. While a
+//     watch of the name's keys is in place and has read them (the
+//     holder's own Wait for a step-down request, which the election loop
+//     keeps), that watch vouches for the keys: every change after its read
+//     reaches the handle, so it knows that the lease key still stands for
+//     this tenure on that lease, and whether a step-down was asked.
+//     Without such a watch, one linearizable read of the name's keys is
+//     sent at the same time as the keep-alive and confirms it. Neither
+//     needs an order with the keep-alive: the lease key is attached to the
+//     lease, so while the lease lives only an explicit delete — the
+//     holder's own release, an operator — can remove it, and a takeover
+//     needs it removed. A keep-alive of an expired lease fails (etcd never
+//     revives one): ErrLost. One renewal is one request (two without the
+//     watch) in one round trip, and no raft write.
 //   - Release is one transaction: if the lease key still names this
-//     tenure, delete it and write the released key; then the tenure's own
-//     etcd lease is revoked. A step-down reservation lives in the record
-//     and so outlives the release.
+//     tenure, delete it and write the released key. The tenure's own etcd
+//     lease, which no key uses any more, is then revoked in the
+//     background (Close waits for it). A step-down reservation lives in
+//     the record and so outlives the release.
 //   - RequestStepDown and Annotate rewrite the record in a transaction
 //     conditional on the record and lease key being as read, and for
 //     RequestStepDown on the successor's candidate key or, for a
 //     partition, its member key.
 //   - Wait watches the name's keys, reads them once etcd confirmed the
-//     watch, and returns on the next change: an acquisition, a release, a
-//     step-down, Annotate, or the deletion of the lease key when the
-//     tenure expired. Renewals write no key and wake nobody. After a watch
-//     error, ErrCompacted included, it watches and reads again.
+//     watch (unless the handle knows them as of the revision the watch
+//     starts from: nothing was written to etcd since, as after a
+//     refusal), and returns on the next change: an acquisition, a
+//     release, a step-down, Annotate, or the deletion of the lease key
+//     when the tenure expired. Renewals write no key and wake nobody.
+//     After a watch error, ErrCompacted included, it watches and reads
+//     again.
 //
 // # Groups
 //

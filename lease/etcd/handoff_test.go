@@ -1,10 +1,13 @@
 package etcd
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -90,5 +93,77 @@ func TestHandOffLatency(t *testing.T) {
 		rounds, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond), lags[len(lags)-1].Round(100*time.Microsecond))
 	if p50 > time.Second {
 		t.Errorf("median hand-off %v: the follower was not woken by the release", p50)
+	}
+}
+
+// TestExpiryWakesFollower checks that a follower waiting on a name whose
+// holder stopped renewing takes it as soon as etcd deletes the expired
+// tenure's lease key — its watch sees the deletion — and not at the
+// Remaining it computed, which is an upper bound (whole seconds, plus
+// etcd's revocation delay): its Wait's timeout here is ten times that.
+// Crash failover on etcd is therefore the lease's own expiry, L after the
+// holder's last keep-alive, plus etcd's revocation delay; the numbers are
+// logged.
+func TestExpiryWakesFollower(t *testing.T) {
+	c, prefix := newPrefix(t)
+	dsn := dsnFor(prefix, c.Endpoints()...)
+	holder, follower := openStore(t, dsn), openStore(t, dsn)
+	const ttl = 2 * time.Second
+	rec, err := holder.Acquire(testCtx(t), "n", "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastRenew := time.Now()
+	if _, err := holder.Renew(testCtx(t), "n", "a", rec.Token, ttl); err != nil {
+		t.Fatal(err)
+	}
+	// From now on the holder is silent, as if SIGKILLed.
+	admin := c.Client(t)
+	deleted := make(chan time.Time, 1)
+	wctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	events := admin.Watch(wctx, follower.keysOf("n").lease)
+	go func() {
+		for resp := range events {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					deleted <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	var remaining time.Duration
+	var got lease.Record
+	for got.Holder != "b" {
+		got, err = follower.Acquire(testCtx(t), "n", "b", ttl)
+		var held *lease.HeldError
+		switch {
+		case err == nil:
+		case errors.As(err, &held):
+			if remaining == 0 {
+				remaining = held.Record.Remaining
+			}
+			if err := follower.Wait(testCtx(t), "n", held.Record, 10*held.Record.Remaining); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal(err)
+		}
+	}
+	took := time.Now()
+	var at time.Time
+	select {
+	case at = <-deleted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no deletion of the lease key was seen")
+	}
+	t.Logf("holder silent since its last renewal; etcd deleted the lease key %v after it (TTL %v); the follower held the name %v after the deletion (its first refusal said Remaining %v)",
+		at.Sub(lastRenew).Round(time.Millisecond), ttl, took.Sub(at).Round(100*time.Microsecond), remaining.Round(time.Millisecond))
+	if lag := took.Sub(at); lag > 300*time.Millisecond {
+		t.Errorf("the follower took the name %v after etcd deleted the expired lease key, want at once (woken by its watch)", lag)
+	}
+	if got.Token <= rec.Token {
+		t.Errorf("token %d after %d", got.Token, rec.Token)
 	}
 }

@@ -118,6 +118,9 @@ type nameState struct {
 	released      bool
 	releasedToken string // the released key's value
 	candidates    []candidate
+	// times is what etcd said of leases' time left while the keys were
+	// read, if it was asked (nil otherwise).
+	times map[clientv3.LeaseID]leaseTime
 }
 
 type candidate struct {
@@ -241,13 +244,9 @@ func (st nameState) view(name string, now time.Time, left leaseTime) lease.Recor
 
 // readName reads name's keys, with its candidates when asked, in one
 // linearizable request, and returns them with the revision they were read
-// at.
+// at; the handle remembers them (see seen).
 func (s *Store) readName(ctx context.Context, k nameKeys, withCandidates bool) (nameState, int64, error) {
-	ops := []clientv3.Op{clientv3.OpGet(k.base, clientv3.WithPrefix())}
-	if withCandidates {
-		ops = append(ops, clientv3.OpGet(k.candidates, clientv3.WithPrefix()))
-	}
-	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	resp, err := s.client.Txn(ctx).Then(readOps(k, withCandidates)...).Commit()
 	if err != nil {
 		return nameState{}, 0, err
 	}
@@ -256,5 +255,17 @@ func (s *Store) readName(ctx context.Context, k nameKeys, withCandidates bool) (
 		lists[i] = r.GetResponseRange().Kvs
 	}
 	st, err := parseName(k, lists...)
+	if err == nil {
+		s.seen.read(k.name, st, resp.Header.Revision)
+	}
 	return st, resp.Header.Revision, err
+}
+
+// readOps read name's keys, with its candidates when asked.
+func readOps(k nameKeys, withCandidates bool) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpGet(k.base, clientv3.WithPrefix())}
+	if withCandidates {
+		ops = append(ops, clientv3.OpGet(k.candidates, clientv3.WithPrefix()))
+	}
+	return ops
 }

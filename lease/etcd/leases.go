@@ -77,6 +77,10 @@ type leaseRef struct {
 	ttl int64 // seconds, as etcd granted it (etcd may raise a short TTL)
 	// asked is the TTL it was asked for, in seconds.
 	asked int64
+	// until is when the lease expires at the earliest, by the local
+	// clock: the last grant's or keep-alive's send time plus ttl (zero
+	// when not tracked). A spare past it is not worth a keep-alive.
+	until time.Time
 	// shared marks a member's lease, which the member's partitions share:
 	// never revoked when one tenure ends.
 	shared bool
@@ -93,7 +97,8 @@ type memberID struct {
 
 // leases remembers which etcd lease each tenure and member of this handle
 // is attached to, so that a renewal needs no read to find it. What it
-// remembers is only ever used together with a read that confirms it.
+// remembers is only ever used together with a read or a live watch that
+// confirms it.
 type leases struct {
 	mu      sync.Mutex // guards the fields below
 	tenures map[tenureID]leaseRef
@@ -104,11 +109,19 @@ type leases struct {
 	spare *leaseRef
 }
 
-// takeSpare returns the spare lease if it was asked with secs, and forgets
-// it.
+// spareMargin is how long a spare lease must still have, by the local
+// clock, to be kept alive rather than replaced by a new one.
+const spareMargin = time.Second
+
+// takeSpare returns the spare lease if it was asked with secs and has at
+// least spareMargin left, and forgets it. A spare that has expired by the
+// local clock is forgotten (etcd deletes it by itself).
 func (l *leases) takeSpare(secs int64) (leaseRef, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.spare != nil && time.Until(l.spare.until) < spareMargin {
+		l.spare = nil
+	}
 	if l.spare == nil || l.spare.asked != secs {
 		return leaseRef{}, false
 	}
@@ -183,11 +196,12 @@ func (l *leases) forgetMember(group, member string, id clientv3.LeaseID) {
 
 // grant asks etcd for a new lease of ttl seconds.
 func (s *Store) grant(ctx context.Context, ttl int64) (leaseRef, error) {
+	sent := time.Now()
 	resp, err := s.client.Grant(ctx, ttl)
 	if err != nil {
 		return leaseRef{}, err
 	}
-	return leaseRef{id: resp.ID, ttl: resp.TTL, asked: ttl}, nil
+	return leaseRef{id: resp.ID, ttl: resp.TTL, asked: ttl, until: sent.Add(time.Duration(resp.TTL) * time.Second)}, nil
 }
 
 // keepAlive renews lease id once: one LeaseKeepAlive round trip, counted
@@ -213,6 +227,22 @@ func (s *Store) revoke(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
 	s.client.Revoke(ctx, id)
+}
+
+// revokeLater revokes, in the background, a lease that no tenure uses any
+// more; Close waits for it.
+// After Close it does nothing: the lease expires on its own.
+func (s *Store) revokeLater(id clientv3.LeaseID) {
+	s.revokeMu.Lock()
+	defer s.revokeMu.Unlock()
+	if s.open() != nil {
+		return
+	}
+	s.revoking.Add(1)
+	go func() {
+		defer s.revoking.Done()
+		s.revoke(id)
+	}()
 }
 
 // ttlQueries bounds the LeaseTimeToLive requests in flight at once.

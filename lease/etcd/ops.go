@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -37,12 +38,18 @@ func (s *Store) Seize(ctx context.Context, name, holder string, dead lease.Recor
 	return rec, s.wrap(fmt.Sprintf("seize lease %q", name), err)
 }
 
-// acquire is Acquire, or Seize from dead when dead is not nil. It reads the
-// name's keys, decides, and writes the grant in one transaction whose
-// conditions are that the record and lease key are still as read: the
-// grant happens only if the name was free (its lease key absent: released,
-// expired or never held; or, for Seize, naming dead's tenure) in the state
-// the decision saw. When the keys changed in between, it reads again.
+// acquire is Acquire, or Seize from dead when dead is not nil. It decides
+// on the name's keys and writes the grant in one transaction whose
+// conditions are that the record and lease key are still as decided on:
+// the grant happens only if the name was free (its lease key absent:
+// released, expired or never held; or, for Seize, naming dead's tenure) in
+// the state the decision saw. When the keys changed in between, the
+// transaction's other branch returns them, and it decides again.
+//
+// The first decision is on what this handle last learned of the name,
+// when that says the name is free: typically the events of the Wait that a
+// release woke, so that a hand-off costs one round trip (the transaction,
+// with the spare lease kept alive alongside). Otherwise it reads first.
 func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Record, ttl time.Duration) (lease.Record, error) {
 	if err := s.open(); err != nil {
 		return lease.Record{}, err
@@ -52,8 +59,9 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 	}
 	k := s.keysOf(name)
 	secs := ttlSeconds(ttl)
-	// owned is a lease this call got for the grant and no tenure uses
-	// yet; left unused, it becomes the store's spare.
+	// owned is a lease this call granted or kept alive, after it was
+	// sent, for the grant, and that no tenure uses yet; left unused, it
+	// becomes the store's spare.
 	var owned *leaseRef
 	defer func() {
 		if owned != nil {
@@ -62,31 +70,76 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			}
 		}
 	}()
-	for range maxAttempts {
-		// Get the lease while reading, so that a grant costs no extra
-		// round trip; a refusal keeps it as the spare.
-		leased := make(chan leaseResult, 1)
-		if owned != nil {
-			leased <- leaseResult{ref: *owned}
-		} else {
-			go func() { leased <- s.leaseFor(ctx, secs) }()
-		}
-		st, _, err := s.readName(ctx, k, true)
-		lr := <-leased
-		if lr.err == nil {
-			owned = &lr.ref
-		}
+	st, _, known := s.seen.get(name)
+	decided := known && free(st, holder, dead, time.Now())
+	if known && !decided && st.held() {
+		// The name was held when the handle last looked (a follower
+		// whose Wait timed out): likely a refusal, which needs no lease
+		// of its own. One transaction records the candidate and reads
+		// the keys while the known tenure's lease is asked how long it
+		// has left.
+		var err error
+		st, err = s.probe(ctx, k, st, holder, ttl)
 		if err != nil {
 			return lease.Record{}, err
 		}
 		now := time.Now()
 		if !free(st, holder, dead, now) {
-			return lease.Record{}, s.refuse(ctx, k, st, holder, dead, ttl, now)
+			return lease.Record{}, s.refusal(ctx, k, st, holder, dead, now)
 		}
-		if lr.err != nil {
-			return lease.Record{}, lr.err
+		decided = true
+	}
+	read := false // st was read by this call: its candidates are current
+	for range maxAttempts {
+		if !decided {
+			// Get the lease while reading, so that a grant costs no
+			// extra round trip; a refusal keeps it as the spare.
+			leased := make(chan leaseResult, 1)
+			if owned != nil {
+				leased <- leaseResult{ref: *owned}
+			} else {
+				go func() { leased <- s.leaseFor(ctx, secs) }()
+			}
+			var err error
+			st, _, err = s.readName(ctx, k, true)
+			lr := <-leased
+			if lr.err == nil {
+				owned = &lr.ref
+			}
+			if err != nil {
+				return lease.Record{}, err
+			}
+			read = true
+			now := time.Now()
+			if !free(st, holder, dead, now) {
+				return lease.Record{}, s.refuse(ctx, k, st, holder, dead, ttl, now)
+			}
+			if lr.err != nil {
+				return lease.Record{}, lr.err
+			}
 		}
-		ref := lr.ref
+		decided = false
+		// The lease: the one this call holds; else the spare, kept alive
+		// while the transaction runs (both are sent after the call was,
+		// so the lease outlives the tenure's deadline); else a new one.
+		var kept chan leaseResult
+		if owned == nil {
+			if spare, ok := s.leases.takeSpare(secs); ok {
+				owned, kept = &spare, make(chan leaseResult, 1)
+				go func() {
+					until, err := s.keepSpare(ctx, spare.id, secs)
+					kept <- leaseResult{ref: leaseRef{until: until}, err: err}
+				}()
+			} else {
+				ref, err := s.grant(ctx, secs)
+				if err != nil {
+					return lease.Record{}, err
+				}
+				owned = &ref
+			}
+		}
+		ref := *owned
+		now := time.Now()
 		rec := recordValue{Holder: holder, Token: max(st.rec.Token+1, now.UnixMilli()), AcquiredMs: now.UnixMilli()}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(k.record), "=", st.recRev),
@@ -98,23 +151,67 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			clientv3.OpDelete(k.released),
 		}
 		for _, c := range st.stale(now.UnixMilli(), sweepLimit) {
+			if !read {
+				break // known candidates may be stale: sweep another time
+			}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
 			ops = append(ops, clientv3.OpDelete(c.key))
 		}
-		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
-		if err != nil {
+		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Else(readOps(k, true)...).Commit()
+		var kerr error
+		if kept != nil {
+			lr := <-kept
+			kerr = lr.err
+			owned.until = lr.ref.until
+			if err == nil && resp.Succeeded && kerr != nil && !errors.Is(kerr, errLeaseGone) {
+				// Granted, but the keep-alive sent alongside failed:
+				// once more, so that the tenure's lease is known to
+				// outlive its deadline.
+				owned.until, kerr = s.keepSpare(ctx, ref.id, secs)
+			}
+		}
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			// The spare expired before the transaction: it wrote nothing.
+			owned = nil
+			decided = true
+			continue
+		case err != nil:
 			// The outcome is unknown: the grant may hold the name, so the
 			// lease is nobody's spare; it expires unrenewed.
 			owned = nil
 			return lease.Record{}, err
-		}
-		if !resp.Succeeded {
+		case !resp.Succeeded:
+			if kerr != nil {
+				owned = nil
+			}
+			lists := make([][]*mvccpb.KeyValue, len(resp.Responses))
+			for i, r := range resp.Responses {
+				lists[i] = r.GetResponseRange().Kvs
+			}
+			if st, err = parseName(k, lists...); err != nil {
+				return lease.Record{}, err
+			}
+			s.seen.read(name, st, resp.Header.Revision)
+			read = true
+			now := time.Now()
+			if !free(st, holder, dead, now) {
+				return lease.Record{}, s.refuse(ctx, k, st, holder, dead, ttl, now)
+			}
+			decided = true
 			continue
+		case kerr != nil:
+			// Granted, on a lease whose renewal is not confirmed (it
+			// may even have expired since): the tenure's deadline
+			// cannot be trusted. It ends with the lease.
+			owned = nil
+			return lease.Record{}, fmt.Errorf("keep the granted lease alive: %w", kerr)
 		}
 		owned = nil
 		s.leases.setTenure(name, rec.Token, ref)
 		st = nameState{found: true, rec: rec, recRev: resp.Header.Revision,
-			leaseKV: &mvccpb.KeyValue{Key: []byte(k.lease), Value: []byte(tenureValue(rec.Token, holder)), Lease: int64(ref.id)}}
+			leaseKV: &mvccpb.KeyValue{Key: []byte(k.lease), Value: []byte(tenureValue(rec.Token, holder)), Lease: int64(ref.id), ModRevision: resp.Header.Revision}}
+		s.seen.read(name, st, resp.Header.Revision)
 		return st.view(name, now, justRenewed(ref.ttl)), nil
 	}
 	return lease.Record{}, errContended
@@ -150,17 +247,33 @@ type leaseResult struct {
 // there (see round and adopt).
 func (s *Store) leaseFor(ctx context.Context, secs int64) leaseResult {
 	if spare, ok := s.leases.takeSpare(secs); ok {
-		ttl, err := s.keepAlive(ctx, spare.id)
+		until, err := s.keepSpare(ctx, spare.id, secs)
 		switch {
-		case err == nil && ttl >= secs:
+		case err == nil:
+			spare.until = until
 			return leaseResult{ref: spare}
-		case err != nil && !errors.Is(err, errLeaseGone):
+		case !errors.Is(err, errLeaseGone):
 			s.leases.putSpare(spare)
 			return leaseResult{err: err}
 		}
 	}
 	ref, err := s.grant(ctx, secs)
 	return leaseResult{ref: ref, err: err}
+}
+
+// keepSpare renews the spare lease id, asked with secs seconds, once: it
+// returns the lease's new until, or errLeaseGone when etcd no longer has
+// it.
+func (s *Store) keepSpare(ctx context.Context, id clientv3.LeaseID, secs int64) (time.Time, error) {
+	sent := time.Now()
+	ttl, err := s.keepAlive(ctx, id)
+	switch {
+	case err != nil:
+		return time.Time{}, err
+	case ttl < secs:
+		return time.Time{}, errLeaseGone // not what it was asked for: treat it as gone
+	}
+	return sent.Add(time.Duration(ttl) * time.Second), nil
 }
 
 // refuse records holder as a candidate for name until now + 2×ttl, learns
@@ -172,19 +285,59 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 		_, err := s.client.Put(ctx, k.candidates+escape(holder), strconv.FormatInt(until, 10))
 		put <- err
 	}()
-	left := leaseTime{gone: true}
-	var err error
-	if st.held() {
-		var times map[clientv3.LeaseID]leaseTime
-		id := clientv3.LeaseID(st.leaseKV.Lease)
-		times, err = s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
-		left = times[id]
-	}
+	err := s.refusal(ctx, k, st, holder, dead, now)
 	if perr := <-put; perr != nil {
 		return perr
 	}
+	return err
+}
+
+// probe records holder as a candidate for name until now + 2×ttl and reads
+// the name's keys, in one transaction; at the same time it asks etcd how
+// long the lease of known, the tenure last seen, has left, and keeps the
+// answer for refusal.
+func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder string, ttl time.Duration) (nameState, error) {
+	id := clientv3.LeaseID(known.leaseKV.Lease)
+	type asked struct {
+		times map[clientv3.LeaseID]leaseTime
+		err   error
+	}
+	answer := make(chan asked, 1)
+	go func() {
+		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
+		answer <- asked{times, err}
+	}()
+	until := time.Now().Add(2 * ttl).UnixMilli()
+	resp, err := s.client.Txn(ctx).Then(
+		clientv3.OpPut(k.candidates+escape(holder), strconv.FormatInt(until, 10)),
+		clientv3.OpGet(k.base, clientv3.WithPrefix()),
+	).Commit()
+	a := <-answer
 	if err != nil {
-		return err
+		return nameState{}, err
+	}
+	st, err := parseName(k, resp.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return nameState{}, err
+	}
+	s.seen.read(k.name, st, resp.Header.Revision)
+	if a.err == nil {
+		st.times = a.times
+	}
+	return st, nil
+}
+
+// refusal learns how long the tenure in st has left (unless st.times
+// knows) and returns the refusal of name to holder.
+func (s *Store) refusal(ctx context.Context, k nameKeys, st nameState, holder string, dead *lease.Record, now time.Time) error {
+	left := leaseTime{gone: true}
+	if st.held() {
+		id := clientv3.LeaseID(st.leaseKV.Lease)
+		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, st.times)
+		if err != nil {
+			return err
+		}
+		left = times[id]
 	}
 	cur := st.view(k.name, now, left)
 	if err := lease.Refusal(judged(st, cur, dead), holder); err != nil {
@@ -196,9 +349,10 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 }
 
 // Renew implements lease.Store: one LeaseKeepAlive of the tenure's etcd
-// lease and, in parallel, one linearizable read that confirms that the
-// name's lease key still stands for this tenure on that lease. See the
-// package documentation for why the two need not be ordered.
+// lease. What confirms that the name's lease key still stands for this
+// tenure on that lease is a live watch of the name (see seen) or, without
+// one, a linearizable read sent in parallel. See the package documentation
+// for why the two need not be ordered.
 func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
 	rec, err := s.renew(ctx, name, holder, token, ttl)
 	if errors.Is(err, lease.ErrLost) {
@@ -229,6 +383,19 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 		}
 		ref = leaseRef{id: clientv3.LeaseID(st.leaseKV.Lease), shared: true}
 	}
+	if st, ok := s.seen.confirmed(name); ok && known && st.heldBy(holder, token) && st.leaseKV.Lease == int64(ref.id) {
+		// A live watch of the name (the holder's own Wait for a
+		// step-down request) vouches for the keys: the keep-alive alone
+		// renews.
+		got, err := s.keepAlive(ctx, ref.id)
+		switch {
+		case errors.Is(err, errLeaseGone):
+			return lease.Record{}, lease.ErrLost
+		case err != nil:
+			return lease.Record{}, err
+		}
+		return s.renewed(ctx, k, st, token, ref, got, ttlSeconds(ttl))
+	}
 	type kept struct {
 		ttl int64
 		err error
@@ -257,20 +424,25 @@ func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl
 	case !st.heldBy(holder, token):
 		return lease.Record{}, lease.ErrLost
 	}
+	return s.renewed(ctx, k, st, token, ref, ka.ttl, ttlSeconds(ttl))
+}
+
+// renewed is the record of the tenure token in st, whose lease ref etcd just
+// renewed to got seconds. etcd renews a lease to the TTL it was granted
+// with; a renewal that asks for more (want) moves the tenure to a longer
+// lease. (One that asks for less keeps the longer lease: never shorter.)
+func (s *Store) renewed(ctx context.Context, k nameKeys, st nameState, token int64, ref leaseRef, got, want int64) (lease.Record, error) {
 	now := time.Now()
-	left := justRenewed(ka.ttl)
-	if want := ttlSeconds(ttl); ka.ttl < want {
-		// etcd renews a lease to the TTL it was granted with; a renewal
-		// that asks for more moves the tenure to a longer lease. (One
-		// that asks for less keeps the longer lease: never shorter.)
+	left := justRenewed(got)
+	if got < want {
 		moved, err := s.move(ctx, k, st, ref, want)
 		if err != nil {
 			return lease.Record{}, err
 		}
-		s.leases.setTenure(name, token, moved)
+		s.leases.setTenure(k.name, token, moved)
 		left = justRenewed(moved.ttl)
 	}
-	return st.view(name, now, left), nil
+	return st.view(k.name, now, left), nil
 }
 
 // move attaches a tenure's lease key to a new etcd lease of secs seconds.
@@ -411,8 +583,8 @@ func (s *Store) update(ctx context.Context, name string, change func(nameState, 
 
 // Release implements lease.Store: one transaction deletes the lease key and
 // writes the released key, if the lease key still stands for this tenure;
-// then the tenure's own etcd lease is revoked (a member's shared one is
-// not).
+// the tenure's own etcd lease (a member's shared one is not) is then
+// revoked in the background, as nothing depends on it any more.
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
 	if err := s.open(); err != nil {
 		return s.wrap(fmt.Sprintf("release lease %q", name), err)
@@ -429,10 +601,13 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 		s.leases.forgetTenure(name, token)
 		return lease.ErrLost
 	}
+	s.seen.forget(name)
 	if ref, ok := s.leases.tenure(name, token); ok {
 		s.leases.forgetTenure(name, token)
 		if !ref.shared {
-			s.revoke(ref.id)
+			// Clean-up only (no key is attached to it any more): off
+			// the hand-off's path; Close waits for it.
+			s.revokeLater(ref.id)
 		}
 	}
 	return nil

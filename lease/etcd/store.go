@@ -50,6 +50,12 @@ type Store struct {
 	prefix   string
 	client   *clientv3.Client
 	leases   leases
+	seen     seen
+
+	// revoking counts the clean-up revocations in flight, which Close
+	// waits for; revokeMu orders their start before Close's wait.
+	revokeMu sync.Mutex
+	revoking sync.WaitGroup
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -179,10 +185,13 @@ func (s *Store) Describe() string { return s.describe }
 // do the tenures attached to them) and is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.revokeMu.Lock()
 		close(s.closed)
+		s.revokeMu.Unlock()
 		if spare := s.leases.dropSpare(); spare != nil {
 			s.revoke(spare.id)
 		}
+		s.revoking.Wait()
 		s.client.Close()
 	})
 	return nil

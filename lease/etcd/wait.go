@@ -21,15 +21,31 @@ import (
 // renewals write nothing and do not wake it (see changes). When the watch
 // fails (etcd compacted the revision it resumed from after a broken
 // connection, the member lost its leader), Wait watches and reads again.
+//
+// The read is skipped when the handle knows the keys (see seen) as of the
+// very revision the watch starts after — nothing was written to etcd in
+// between, as right after a refusal — since etcd reports every later
+// change. It never resumes from an older revision instead of reading:
+// etcd moves a watch that starts in the past to its live ones only every
+// 100 ms, and until then delivers nothing, a release included.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	k := s.keysOf(name)
-	return s.waitFor(ctx, k.base, timeout, func(ctx context.Context) (bool, int64, error) {
+	differs := func(st nameState) bool {
+		cur := st.view(name, time.Now(), justRenewed(1))
+		return !lease.SameTenure(cur, seen) || cur.Held() != seen.Held()
+	}
+	return s.waitFor(ctx, k.base, &k, timeout, func(ctx context.Context, at int64) (bool, int64, error) {
+		if st, rev, ok := s.seen.get(name); ok && rev == at {
+			// Nothing at all was written to etcd since the handle last
+			// learned the keys (a refusal just read them): they are
+			// known as of the watch's start.
+			return differs(st), rev, nil
+		}
 		st, rev, err := s.readName(ctx, k, false)
 		if err != nil {
 			return false, 0, err
 		}
-		cur := st.view(name, time.Now(), justRenewed(1))
-		return !lease.SameTenure(cur, seen) || cur.Held() != seen.Held(), rev, nil
+		return differs(st), rev, nil
 	})
 }
 
@@ -37,7 +53,7 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 // member that joins, leaves or expires, and a partition that changes hands
 // or expires, end it; a renewal round does not.
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, s.groupBase(group), timeout, func(ctx context.Context) (bool, int64, error) {
+	return s.waitFor(ctx, s.groupBase(group), nil, timeout, func(ctx context.Context, _ int64) (bool, int64, error) {
 		cur, rev, err := s.getGroup(ctx, group)
 		if errors.Is(err, lease.ErrNotFound) {
 			cur, err = lease.Group{}, nil
@@ -65,12 +81,15 @@ const (
 	retryMax = time.Second
 )
 
-// waitFor waits for a change under prefix. changed reads the state,
+// waitFor waits for a change under prefix. With track, the name whose keys
+// are under prefix, the watch also keeps what the handle knows of the name
+// current (see seen). changed reads the state (it is passed etcd's revision
+// when the watch started, as of which it may know it without reading),
 // reports whether it differs from what the caller saw, and returns the
 // revision it read at. waitFor returns nil
 // on a change, a watch event or the timeout, parent's error when parent
 // ends and lease.ErrClosed when the store is closed.
-func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Duration, changed func(context.Context) (bool, int64, error)) error {
+func (s *Store) waitFor(parent context.Context, prefix string, track *nameKeys, timeout time.Duration, changed func(context.Context, int64) (bool, int64, error)) error {
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -78,7 +97,7 @@ func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Dura
 	defer cancel()
 	retry := retryMin
 	for {
-		woke, err := s.watchAndRead(ctx, prefix, changed)
+		woke, err := s.watchAndRead(ctx, prefix, track, changed)
 		switch {
 		case s.open() != nil:
 			return lease.ErrClosed
@@ -104,29 +123,37 @@ func (s *Store) waitFor(parent context.Context, prefix string, timeout time.Dura
 
 // watchAndRead watches prefix from now, waits until etcd confirmed the
 // watch, then calls changed, and waits for an event after the revision
-// changed read at (the member that serves the watch may lag behind the
+// changed read at (applying every event to seen, with track) (the member that serves the watch may lag behind the
 // read, and replay changes the read already saw). It returns true on a
 // change or an event; false and nil when the watch failed after it was in
 // place (read again); false and an error when it could not be set up or
 // read; and false and nil when ctx ended or the store closed (the caller
 // tells which).
-func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(context.Context) (bool, int64, error)) (bool, error) {
+func (s *Store) watchAndRead(ctx context.Context, prefix string, track *nameKeys, changed func(context.Context, int64) (bool, int64, error)) (bool, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	events := s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	var at int64 // etcd's revision when the watch started: it reports every later change
 	select {
 	case resp, ok := <-events:
 		if !ok || resp.Err() != nil || resp.Canceled || !resp.Created {
 			return false, errWatch(resp, ok)
 		}
+		at = resp.Header.Revision
 	case <-ctx.Done():
 		return false, nil
 	case <-s.closed:
 		return false, nil
 	}
-	moved, rev, err := changed(ctx)
+	moved, rev, err := changed(ctx, at)
 	if moved || err != nil {
 		return moved, err
+	}
+	if track != nil {
+		// From now on every change reaches seen through this watch,
+		// until it ends.
+		s.seen.watching(track.name, 1)
+		defer s.seen.watching(track.name, -1)
 	}
 	if s.waiting != nil {
 		s.waiting()
@@ -134,6 +161,9 @@ func (s *Store) watchAndRead(ctx context.Context, prefix string, changed func(co
 	for {
 		select {
 		case resp, ok := <-events:
+			if track != nil && ok {
+				s.seen.apply(*track, resp.Events)
+			}
 			switch {
 			case !ok || resp.Err() != nil || resp.Canceled:
 				return false, nil
