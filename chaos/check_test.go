@@ -342,7 +342,12 @@ func (res *result) checkOverlaps(ts []*tenure, byToken map[int64]*round, tm timi
 			if t.waited >= 0 {
 				o.dur = time.Duration(t.waited)
 			}
-			res.classify(&o, byToken[tok], tenureOf(ts[:i], tok), tm)
+			prevT := tenureOf(ts[:i], tok)
+			rd := byToken[tok]
+			if rd == nil {
+				rd = res.frozenHolder(prevT, t.start.time())
+			}
+			res.classify(&o, rd, prevT, tm)
 			res.overlaps = append(res.overlaps, o)
 		}
 	}
@@ -353,6 +358,27 @@ func tenureOf(ts []*tenure, token int64) *tenure {
 	for _, t := range ts {
 		if t.token == token {
 			return t
+		}
+	}
+	return nil
+}
+
+// frozenHolder returns the SIGSTOP round that froze the supervisor of
+// tenure prev while the next tenure started at next, when no round names
+// prev itself: a partition the replica acquired in the instant between
+// the driver's listing of what it held and the SIGSTOP (seen on MySQL,
+// with 8 partitions). Its overlap is then the frozen-supervisor case, with
+// the same bounds.
+func (res *result) frozenHolder(prev *tenure, next time.Time) *round {
+	if prev == nil {
+		return nil
+	}
+	holder := prev.start.kv["holder"]
+	started := prev.start.time()
+	for _, rd := range res.rounds {
+		if rd.skipped == "" && rd.kind == faultStop && rd.rep != nil && rd.rep.identity == holder &&
+			rd.part != "" && !started.After(rd.at) && next.After(rd.at) && (rd.healAt.IsZero() || !next.After(rd.healAt)) {
+			return rd
 		}
 	}
 	return nil

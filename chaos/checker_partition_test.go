@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,11 +121,12 @@ func TestCheckPartitionOverlapIsViolation(t *testing.T) {
 
 // An overlap in one partition is not excused by a fault in another: a
 // frozen replica's partition 0 may overlap (the design permits it), but
-// partition 1's overlap, with no fault of its own, is a violation.
+// partition 1's overlap, held by another replica and with no fault of its
+// own, is a violation.
 func TestCheckPartitionOverlapExcusedOnlyByItsOwnFault(t *testing.T) {
 	evs := events(t,
 		pstart(10*sec, 100, 0, 50, 1, ""),
-		pstart(10*sec, 101, 1, 50, 1, ""),
+		strings.Replace(pstart(10*sec, 101, 1, 50, 1, ""), "holder=r0g1", "holder=r1g1", 1),
 		pstart(13*sec, 200, 0, 60, 0, "100"),
 		pstart(13*sec, 201, 1, 60, 0, "101"),
 		pev("stop", 14*sec+1e7, 100, 0, 50, "signal=terminated code=3"),
@@ -311,5 +313,38 @@ func TestCheckGapDuringStoreStallIsS1(t *testing.T) {
 				t.Errorf("violations %q, known %v; want S1 %v", res.violations, res.known, tc.want)
 			}
 		})
+	}
+}
+
+// A partition the frozen replica acquired in the instant between the
+// driver's listing of its partitions and the SIGSTOP has no round of its
+// own; its overlap is still the frozen-supervisor case (seen on MySQL), and
+// bounded as one: stopped within the kill grace of the thaw.
+func TestCheckPartitionAcquiredJustBeforeFreezeIsFrozen(t *testing.T) {
+	evs := events(t,
+		pstart(10*sec, 100, 0, 50, 1, ""),
+		pstart(10*sec+5e7, 101, 1, 51, 1, ""), // after the listing, before the SIGSTOP at 10.1s
+		pstart(13*sec, 200, 0, 60, 0, "100"),
+		pstart(13*sec, 201, 1, 61, 0, "101"),
+		pev("stop", 14*sec+1e7, 100, 0, 50, "signal=terminated code=3"),
+		pev("overlap-end", 14*sec+2e7, 200, 0, 60, "waited=1020000000"),
+		pev("stop", 14*sec+1e7, 101, 1, 51, "signal=terminated code=3"),
+		pev("overlap-end", 14*sec+2e7, 201, 1, 61, "waited=1020000000"),
+	)
+	rd := faultRound(1, faultStop, variantPlain, 50, 10*sec+1e8, 14*sec, evs[2])
+	rd.part = "0"
+	res := checkParted(evs, []*round{rd}, nil, 0)
+	if hasViolation(res, "partition 0:") || hasViolation(res, "partition 1:") {
+		t.Errorf("violations %q; want none in partitions 0 and 1 (their supervisor was frozen)", res.violations)
+	}
+	if got := len(res.overlaps); got != 2 || res.overlaps[0].class != "frozen" || res.overlaps[1].class != "frozen" {
+		t.Errorf("overlaps %+v; want both frozen", res.overlaps)
+	}
+	// Still running 3s after the thaw: a violation, as for a listed one.
+	late := slices.Clone(evs)
+	late[6] = events(t, pev("stop", 17*sec+1e7, 101, 1, 51, "signal=terminated code=3"))[0]
+	late[6].line = 7
+	if res := checkParted(late, []*round{rd}, nil, 0); !hasViolation(res, "partition 1: round 1 (stop/plain): token 51's child ran") {
+		t.Errorf("violations %q; want partition 1's late stop", res.violations)
 	}
 }
