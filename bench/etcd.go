@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,13 +34,30 @@ const etcdMembers = 3
 
 // freePort asks the kernel for a free loopback port.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		// The port is bound only later, by the process it is for: never
+		// hand it out twice (two groups starting at once got the same one,
+		// and one group's replica was scraped at the other's /metrics).
+		if !givenPorts.m[port] {
+			givenPorts.m[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// givenPorts are the ports freePort has handed out in this run.
+var givenPorts = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
 
 func (b *bench) startEtcd() (*etcdServer, error) {
 	var cports, pports []int
