@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -76,7 +80,7 @@ func (p *pool) get(ctx context.Context) (*pgx.Conn, error) {
 		ic := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if time.Since(ic.since) < checkAfter || ic.conn.PgConn().CheckConn() == nil {
+		if time.Since(ic.since) < checkAfter || alive(ic.conn) {
 			return ic.conn, nil
 		}
 		closeConn(ic.conn)
@@ -123,4 +127,33 @@ func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	conn.Close(ctx)
+}
+
+// alive reports whether an idle connection's socket still looks open,
+// without sending anything and without waiting: a peek that would block
+// means the server neither closed it nor sent anything unasked (which, on
+// an idle connection, is its goodbye: a termination notice). pgx's own
+// CheckConn reads with a 1 ms deadline, which a healthy connection always
+// waits out: 1 ms on every statement after a second of quiet, up to three
+// times in a hand-off (the release, the follower's read and its acquire).
+func alive(conn *pgx.Conn) bool {
+	nc := conn.PgConn().Conn()
+	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = tc.NetConn() // TLS: peek below it
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return conn.PgConn().CheckConn() == nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	open := false
+	err = rc.Control(func(fd uintptr) {
+		var b [1]byte
+		_, _, perr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		open = errors.Is(perr, unix.EAGAIN)
+	})
+	return err == nil && open
 }
