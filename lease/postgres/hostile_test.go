@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // What a hostile role on the same server, or a flaky server, can do to the
@@ -181,52 +182,11 @@ func TestReadOnlyMidRunIsRetried(t *testing.T) {
 	s := openStore(t, editDSN(t, dsn, role, func(u *url.URL) { u.User = url.User(role) }))
 	e := &lease.Elector{Store: s, Name: "relay", Holder: "a",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond}
-	ctx := testCtx(t)
-	first, err := e.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kick := func(setting string) {
 		exec(t, admin, "ALTER ROLE "+roleID+" "+setting)
 		exec(t, admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '"+role+"'")
 	}
-	kick("SET default_transaction_read_only = on")
-	select {
-	case <-first.Context().Done():
-		if cause := context.Cause(first.Context()); !errors.Is(cause, lease.ErrDeadline) {
-			t.Errorf("tenure ended with %v, want the renew deadline", cause)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the tenure outlived its renew deadline while the database was read-only")
-	}
-	first.Release(ctx)
-	won := make(chan *lease.Tenure, 1)
-	fail := make(chan error, 1)
-	go func() {
-		ten, err := e.Campaign(ctx)
-		if err != nil {
-			fail <- err
-			return
-		}
-		won <- ten
-	}()
-	select {
-	case err := <-fail:
-		t.Fatalf("the campaign ended while the database was read-only: %v", err)
-	case <-won:
-		t.Fatal("acquired while the database was read-only")
-	case <-time.After(2 * time.Second):
-	}
-	kick("RESET default_transaction_read_only")
-	select {
-	case err := <-fail:
-		t.Fatalf("Campaign: %v", err)
-	case ten := <-won:
-		if ten.Token() <= first.Token() {
-			t.Errorf("token %d, want > %d", ten.Token(), first.Token())
-		}
-		ten.Release(ctx)
-	case <-time.After(15 * time.Second):
-		t.Fatal("not acquired within 15s of the database turning writable again")
-	}
+	leasetest.RefusedMidRun(t, testCtx(t), e, "the database was read-only",
+		func() { kick("SET default_transaction_read_only = on") },
+		func() { kick("RESET default_transaction_read_only") })
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
 
 // A corrupt page of the database is an error that retrying is not expected
@@ -149,51 +150,16 @@ func TestCorruptPageMidRunIsRetried(t *testing.T) {
 	s := openTest(t, c.path)
 	e := &lease.Elector{Store: s, Name: "relay", Holder: "a",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond}
-	runCtx := ctx(t)
-	first, err := e.Campaign(runCtx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := c.leasesPage(t)
-	good := c.spoil(t, off)
-	c.touch(t)
-	select {
-	case <-first.Context().Done():
-		if cause := context.Cause(first.Context()); !errors.Is(cause, lease.ErrDeadline) {
-			t.Errorf("tenure ended with %v, want the renew deadline", cause)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the tenure outlived its renew deadline while the lease table was corrupt")
-	}
-	first.Release(runCtx)
-	won := make(chan *lease.Tenure, 1)
-	fail := make(chan error, 1)
-	go func() {
-		ten, err := e.Campaign(runCtx)
-		if err != nil {
-			fail <- err
-			return
-		}
-		won <- ten
-	}()
-	select {
-	case err := <-fail:
-		t.Fatalf("the campaign ended while the lease table was corrupt: %v", err)
-	case ten := <-won:
-		t.Fatalf("acquired %+v while the lease table was corrupt", ten.Record)
-	case <-time.After(2 * time.Second):
-	}
-	c.write(t, off, good)
-	c.touch(t)
-	select {
-	case err := <-fail:
-		t.Fatalf("Campaign: %v", err)
-	case ten := <-won:
-		if ten.Token() <= first.Token() {
-			t.Errorf("token %d, want > %d", ten.Token(), first.Token())
-		}
-		ten.Release(runCtx)
-	case <-time.After(15 * time.Second):
-		t.Fatal("not acquired within 15s of the lease table being restored")
-	}
+	var off int64
+	var good []byte
+	leasetest.RefusedMidRun(t, ctx(t), e, "the lease table was corrupt",
+		func() {
+			off = c.leasesPage(t)
+			good = c.spoil(t, off)
+			c.touch(t)
+		},
+		func() {
+			c.write(t, off, good)
+			c.touch(t)
+		})
 }
