@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
@@ -155,21 +156,12 @@ func startTenure(t *testing.T, sh shape) *tenure {
 // holder may make its command's cgroup, or skips the test.
 func cgroupsForTest(t *testing.T) string {
 	t.Helper()
-	root, err := cgroupRoot()
+	root, err := cgroupv2.Root()
 	if err != nil {
 		t.Skip(err)
 	}
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Skip(err)
-	}
-	rel := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		if r, ok := strings.CutPrefix(line, "0::"); ok {
-			rel = r
-		}
-	}
-	if rel == "" {
+	rel, ok := cgroupv2.Of("self")
+	if !ok {
 		t.Skip("no cgroup v2 hierarchy")
 	}
 	dir := root + rel

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 )
 
 // A group kill reaches only the processes that stayed in the command's
@@ -89,22 +91,16 @@ func namespaceInit(pid int) (bool, error) {
 // process may kill it.
 func holdersCgroup(w Where, pid int) (string, error) {
 	shares := "the leader's command shares the leader's PID namespace (--pid-namespace=false)"
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return "", fmt.Errorf("%s and its cgroup cannot be read: %w", shares, err)
-	}
-	var rel string
-	for _, line := range strings.Split(string(data), "\n") {
-		if r, ok := strings.CutPrefix(line, "0::"); ok {
-			rel = r
-		}
+	rel, ok := cgroupv2.Of(strconv.Itoa(pid))
+	if !ok {
+		return "", fmt.Errorf("%s and its cgroup cannot be read", shares)
 	}
 	mine := fmt.Sprintf("leaderrun-%d-%d-%d-", w.PIDNS, w.Pid, w.Start)
 	seq, ok := strings.CutPrefix(filepath.Base(rel), mine)
 	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil || !filepath.IsAbs(rel) {
 		return "", fmt.Errorf("%s and has no cgroup of its own (it runs in %.80q): a process that left its process group would outlive the group kill", shares, rel)
 	}
-	root, err := cgroupRoot()
+	root, err := cgroupv2.Root()
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", shares, err)
 	}
@@ -113,15 +109,6 @@ func holdersCgroup(w Where, pid int) (string, error) {
 		return "", fmt.Errorf("%s and its cgroup %s cannot be killed from here: %w", shares, dir, err)
 	}
 	return dir, nil
-}
-
-// cgroupRoot returns where the cgroup v2 hierarchy is mounted whole.
-func cgroupRoot() (string, error) {
-	point, _, err := findMount(func(root, _, fstype string) bool { return fstype == "cgroup2" && root == "/" })
-	if err != nil {
-		return "", errors.New("cgroup v2 is not mounted here")
-	}
-	return point, nil
 }
 
 // killCgroup kills every process in the cgroup dir (cgroup.kill), waits

@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/procstat"
 	"golang.org/x/sys/unix"
 )
@@ -66,45 +66,21 @@ func childCgroups(logger *slog.Logger) string {
 }
 
 // ownCgroupDir returns the directory of this process's cgroup in the
-// cgroup v2 hierarchy, from /proc/self/cgroup and /proc/self/mountinfo.
+// cgroup v2 hierarchy.
 func ownCgroupDir() (string, error) {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	var rel string
-	found := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if r, ok := strings.CutPrefix(line, "0::"); ok {
-			rel, found = r, true
-		}
-	}
-	if !found {
+	rel, ok := cgroupv2.Of("self")
+	if !ok {
 		return "", errors.New("no cgroup v2 hierarchy")
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	root, err := cgroupv2.Root()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS] - FSTYPE SOURCE SUPER"
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields := strings.Fields(pre)
-		if !ok || len(fields) < 5 || !strings.HasPrefix(post, "cgroup2 ") {
-			continue
-		}
-		if fields[3] != "/" {
-			continue // a bind mount of a subtree: paths would not match
-		}
-		dir := filepath.Join(fields[4], rel)
-		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
-			return "", err
-		}
-		return dir, nil
+	dir := filepath.Join(root, rel)
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+		return "", err
 	}
-	return "", errors.New("cgroup v2 is not mounted")
+	return dir, nil
 }
 
 // cgroup is one Child's cgroup.

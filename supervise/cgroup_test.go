@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/citest"
 	"github.com/leaderrun/leaderrun/internal/procstat"
 )
@@ -26,13 +27,8 @@ func requireCgroups(t *testing.T) string {
 
 // cgroupOf returns pid's cgroup v2 path ("" when it has exited).
 func cgroupOf(pid int) string {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	for _, line := range strings.Split(string(data), "\n") {
-		if rel, ok := strings.CutPrefix(line, "0::"); ok {
-			return rel
-		}
-	}
-	return ""
+	rel, _ := cgroupv2.Of(strconv.Itoa(pid))
+	return rel
 }
 
 func TestChildRunsInACgroupOfItsOwnRemovedByStop(t *testing.T) {
