@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
@@ -46,14 +44,9 @@ func readSelf() (self, error) {
 	if !isBootID(s.boot) {
 		return s, fmt.Errorf("read boot id: %.40q is not one", s.boot)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
-		return s, fmt.Errorf("read PID namespace: %w", err)
+	if s.pidns, err = procstat.PIDNamespace("self"); err != nil {
+		return s, err
 	}
-	if st.Ino == 0 {
-		return s, errors.New("read PID namespace: inode 0")
-	}
-	s.pidns = st.Ino
 	s.pid = os.Getpid()
 	if link, err := os.Readlink("/proc/self"); err != nil || link != strconv.Itoa(s.pid) {
 		return s, fmt.Errorf("/proc is not this PID namespace's: /proc/self is %q, this process %d", link, s.pid)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 // A group kill reaches only the processes that stayed in the command's
@@ -36,7 +37,7 @@ type tree struct {
 // names, can be killed once the holder is dead, or an error if it cannot.
 func treeOf(w Where, child *process) (tree, error) {
 	var t tree
-	ns, err := pidNamespace(child.pid)
+	ns, err := procstat.PIDNamespace(strconv.Itoa(child.pid))
 	if err != nil {
 		return t, fmt.Errorf("the leader's command: %w", err)
 	}
@@ -59,15 +60,6 @@ func treeOf(w Where, child *process) (tree, error) {
 		return t, errors.New("the leader's command exited")
 	}
 	return t, nil
-}
-
-// pidNamespace returns the inode of the PID namespace of process pid.
-func pidNamespace(pid int) (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
-		return 0, fmt.Errorf("read its PID namespace: %w", err)
-	}
-	return st.Ino, nil
 }
 
 // namespaceInit reports whether process pid is PID 1 of its own PID

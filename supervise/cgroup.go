@@ -239,11 +239,8 @@ func parseCgroupName(name string) (pidns uint64, pid int, start uint64, ok bool)
 // ownPIDNamespace returns the inode number of this process's PID
 // namespace.
 func ownPIDNamespace() (uint64, bool) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
-		return 0, false
-	}
-	return st.Ino, true
+	ns, err := procstat.PIDNamespace("self")
+	return ns, err == nil
 }
 
 // ReclaimCgroups kills and removes what children of leaderrun processes

@@ -1,5 +1,6 @@
-// Package procstat reads a process's identity from /proc/PID/stat: its
-// parent, process group, session, state and start time.
+// Package procstat reads a process's identity from /proc/PID/stat (its
+// parent, process group, session, state and start time) and its PID
+// namespace.
 package procstat
 
 import (
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // Stat is the part of /proc/PID/stat that identifies a process.
@@ -77,4 +79,17 @@ func Parse(data []byte) (Stat, error) {
 		return Stat{}, errMalformed
 	}
 	return st, nil
+}
+
+// PIDNamespace returns the inode of the PID namespace of process pid
+// ("self" for this process), which tells namespaces apart while they live.
+func PIDNamespace(pid string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/"+pid+"/ns/pid", &st); err != nil {
+		return 0, fmt.Errorf("read the PID namespace of %s: %w", pid, err)
+	}
+	if st.Ino == 0 {
+		return 0, fmt.Errorf("read the PID namespace of %s: inode 0", pid)
+	}
+	return st.Ino, nil
 }
