@@ -74,33 +74,22 @@ func Here(pid int, start uint64) (Where, error) {
 		Child: pid, ChildStart: start, Pgid: pid}, nil
 }
 
-// findMount returns the mount point and superblock options of the first
-// mount in /proc/self/mountinfo for which match(root within its
-// filesystem, mount point, filesystem type) holds.
-func findMount(match func(root, point, fstype string) bool) (point, superOpts string, err error) {
+// procOptions returns the superblock options of the proc filesystem mounted
+// on /proc, from /proc/self/mountinfo.
+func procOptions() (string, error) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return "", "", fmt.Errorf("read mounts: %w", err)
+		return "", fmt.Errorf("read mounts: %w", err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS…] - FSTYPE SOURCE SUPEROPTIONS
 		pre, post, ok := strings.Cut(line, " - ")
 		f, g := strings.Fields(pre), strings.Fields(post)
-		if ok && len(f) >= 5 && len(g) >= 3 && match(f[3], f[4], g[0]) {
-			return f[4], g[2], nil
+		if ok && len(f) >= 5 && f[4] == "/proc" && len(g) >= 3 && g[0] == "proc" {
+			return g[2], nil
 		}
 	}
-	return "", "", errors.New("no such mount")
-}
-
-// procOptions returns the superblock options of the proc filesystem mounted
-// on /proc.
-func procOptions() (string, error) {
-	_, opts, err := findMount(func(_, point, fstype string) bool { return point == "/proc" && fstype == "proc" })
-	if err != nil {
-		return "", errors.New("no proc filesystem on /proc")
-	}
-	return opts, nil
+	return "", errors.New("no proc filesystem on /proc")
 }
 
 // seesAll reports, once, whether /proc shows this process every process of
