@@ -91,15 +91,11 @@ type cgroup struct {
 
 // newCgroup creates a cgroup for a child under base.
 func newCgroup(base string) (*cgroup, error) {
-	self, err := procstat.Read(os.Getpid())
+	self, err := selfID()
 	if err != nil {
 		return nil, err
 	}
-	ns, ok := ownPIDNamespace()
-	if !ok {
-		return nil, errors.New("cannot read this process's PID namespace")
-	}
-	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, os.Getpid(), self.Start, cgroupSeq.Add(1)))
+	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, self.pidns, self.pid, self.start, cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -190,19 +186,30 @@ func (g *cgroup) procs() []int {
 // leaderrun processes no longer alive created: what a SIGKILLed leaderrun's
 // children left. Only cgroups that leaderrun processes of this PID
 // namespace created are considered: a pid means nothing in another.
+//
+// It reads each leaderrun's /proc entry once, however many cgroups that
+// one has: with several replicas on a host, each owning many partitions,
+// base holds hundreds of cgroups of a few processes.
 func removeDeadCgroups(base string, logger *slog.Logger) {
-	ns, ok := ownPIDNamespace()
-	if !ok {
+	self, err := selfID()
+	if err != nil {
 		return
 	}
 	entries, _ := os.ReadDir(base)
-	self := os.Getpid()
+	live := map[[2]uint64]bool{} // by pid and start time
 	for _, e := range entries {
 		pidns, pid, start, ok := parseCgroupName(e.Name())
-		if !ok || !e.IsDir() || pidns != ns || pid == self {
+		if !ok || !e.IsDir() || pidns != self.pidns || pid == self.pid {
 			continue
 		}
-		if st, err := procstat.Read(pid); err == nil && st.Start == start && st.State != 'Z' {
+		id := [2]uint64{uint64(pid), start}
+		alive, seen := live[id]
+		if !seen {
+			st, err := procstat.Read(pid)
+			alive = err == nil && st.Start == start && st.State != 'Z'
+			live[id] = alive
+		}
+		if alive {
 			continue // a live leaderrun's
 		}
 		g := &cgroup{dir: filepath.Join(base, e.Name()), fd: -1}
@@ -242,6 +249,26 @@ func ownPIDNamespace() (uint64, bool) {
 	ns, err := procstat.PIDNamespace("self")
 	return ns, err == nil
 }
+
+// self is what names this process's cgroups: its PID namespace, pid and
+// start time, which never change; selfID reads them once.
+type self struct {
+	pidns uint64
+	pid   int
+	start uint64
+}
+
+var selfID = sync.OnceValues(func() (self, error) {
+	st, err := procstat.Read(os.Getpid())
+	if err != nil {
+		return self{}, err
+	}
+	ns, ok := ownPIDNamespace()
+	if !ok {
+		return self{}, errors.New("cannot read this process's PID namespace")
+	}
+	return self{pidns: ns, pid: os.Getpid(), start: st.Start}, nil
+})
 
 // ReclaimCgroups kills and removes what children of leaderrun processes
 // that died (SIGKILL) left in cgroups of their own below this process's
