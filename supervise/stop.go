@@ -42,14 +42,17 @@ func (c *Child) StopWith(sig syscall.Signal) Status {
 func (c *Child) stop(sig syscall.Signal) {
 	grace := c.spec.KillGrace
 	deadline := time.Now().Add(grace)
+	gone := false
 	if c.signal(sig) {
 		c.logger.Info("stopping child", "pid", c.pid, "signal", signals.Name(sig), "grace", grace)
 		if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
 			c.signal(syscall.SIGCONT)
 		}
-		c.awaitGroup(deadline)
+		gone = c.awaitGroup(deadline)
 	}
-	if c.signal(syscall.SIGKILL) {
+	// A group seen empty stays empty (a process can join only a group that
+	// has one): no SIGKILL, and no look for one of ours still in it.
+	if !gone && c.signal(syscall.SIGKILL) {
 		c.logger.Warn("kill grace expired; sent SIGKILL", "pid", c.pid, "grace", grace)
 	}
 	c.awaitReaped()
@@ -80,15 +83,15 @@ func (c *Child) signal(sig syscall.Signal) bool {
 	return c.signalLocked(sig)
 }
 
-// awaitGroup returns at deadline, or earlier once the child has been reaped
-// and no process is left in its group.
-func (c *Child) awaitGroup(deadline time.Time) {
+// awaitGroup returns at deadline (false), or earlier once the child has
+// been reaped and no process is left in its group (true).
+func (c *Child) awaitGroup(deadline time.Time) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-c.reaped:
 	case <-timer.C:
-		return
+		return false
 	}
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
@@ -96,9 +99,10 @@ func (c *Child) awaitGroup(deadline time.Time) {
 		select {
 		case <-tick.C:
 		case <-timer.C:
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // awaitReaped waits for the reaper to collect the child after SIGKILL,
