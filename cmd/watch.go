@@ -149,7 +149,7 @@ func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWr
 				}
 			}
 		}
-		if err := store.WaitGroup(ctx, group, seen, wait); err != nil {
+		if _, err := store.WaitGroup(ctx, group, seen, wait); err != nil {
 			return err
 		}
 	}

@@ -164,11 +164,14 @@ func (o *Owner) Run(ctx context.Context) error {
 	o.setView(g)
 	log.Info("joined the group", "members", len(g.Members), "partitions", o.Partitions)
 
+	// Renewals go on until every partition has been handed off; changes
+	// of the group matter only until the owner leaves.
 	background, stop := context.WithCancel(context.Background())
+	watching, unwatch := context.WithCancel(background)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); o.renewRounds(background) }()
-	go func() { defer wg.Done(); o.waitChanges(background) }()
+	go func() { defer wg.Done(); o.waitChanges(watching) }()
 	defer func() { stop(); wg.Wait() }()
 
 	interval := orDefault(o.ReconcileInterval, DefaultReconcileInterval)
@@ -181,6 +184,7 @@ func (o *Owner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			unwatch()
 			o.leave(log)
 			return nil
 		case <-o.kick:
@@ -305,7 +309,7 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 // of the group, until ctx ends.
 func (o *Owner) waitChanges(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := o.Store.WaitGroup(ctx, o.Group, o.View(), time.Minute)
+		g, err := o.Store.WaitGroup(ctx, o.Group, o.View(), time.Minute)
 		if ctx.Err() != nil {
 			return
 		}
@@ -313,7 +317,10 @@ func (o *Owner) waitChanges(ctx context.Context) {
 			sleepCtx(ctx, o.RetryPeriod)
 			continue
 		}
-		if g, err := o.Store.GetGroup(ctx, o.Group); err == nil {
+		if g.Name == "" {
+			g, err = o.Store.GetGroup(ctx, o.Group)
+		}
+		if err == nil {
 			o.setView(g)
 		}
 		o.poke()

@@ -129,12 +129,16 @@ type Store interface {
 	// record, or ErrNotFound for a group never joined.
 	GetGroup(ctx context.Context, group string) (Group, error)
 
-	// WaitGroup is Wait for a whole group: it returns nil once the group's
+	// WaitGroup is Wait for a whole group: it returns once the group's
 	// live members, or the tenure (as for Wait) of any of its partitions,
 	// may differ from seen (see SameGroup), or timeout has passed, and
 	// ctx's error when ctx ends first. A member that expires without
-	// leaving need not wake it.
-	WaitGroup(ctx context.Context, group string, seen Group, timeout time.Duration) error
+	// leaving need not wake it. When it returns because it read the group
+	// and found it differing from seen, it returns what it read, which
+	// saves the caller a read of every partition; otherwise (a wake-up it
+	// did not read after, a timeout, a group that does not exist) the
+	// zero Group.
+	WaitGroup(ctx context.Context, group string, seen Group, timeout time.Duration) (Group, error)
 
 	// Describe names the store for logs and status output. It never
 	// contains a password.

@@ -52,8 +52,9 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 // WaitGroup implements lease.Store as Wait does, for the group's keys: a
 // member that joins, leaves or expires, and a partition that changes hands
 // or expires, end it; a renewal round does not.
-func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, s.groupBase(group), nil, timeout, func(ctx context.Context, _ int64) (bool, int64, error) {
+func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
+	var changed lease.Group
+	err := s.waitFor(ctx, s.groupBase(group), nil, timeout, func(ctx context.Context, _ int64) (bool, int64, error) {
 		cur, rev, err := s.getGroup(ctx, group)
 		if errors.Is(err, lease.ErrNotFound) {
 			cur, err = lease.Group{}, nil
@@ -61,8 +62,13 @@ func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, t
 		if err != nil {
 			return false, 0, err
 		}
-		return !lease.SameGroup(cur, seen) || !sameHeld(cur, seen), rev, nil
+		if lease.SameGroup(cur, seen) && sameHeld(cur, seen) {
+			return false, rev, nil
+		}
+		changed = cur
+		return true, rev, nil
 	})
+	return changed, err
 }
 
 // sameHeld reports whether the same partitions are held in a and b.

@@ -236,11 +236,24 @@ func waitGroupInBackground(t *testing.T, s lease.Store, group string, seen lease
 	go func() {
 		deadline := time.Now().Add(waitTimeout)
 		for time.Now().Before(deadline) {
-			if err := s.WaitGroup(ctx(t), group, seen, time.Until(deadline)); err != nil {
+			g, err := s.WaitGroup(ctx(t), group, seen, time.Until(deadline))
+			if err != nil {
 				t.Errorf("WaitGroup: %v", err)
 				break
 			}
-			if cur, err := s.GetGroup(ctx(t), group); err == nil && !lease.SameGroup(cur, seen) {
+			cur, err := s.GetGroup(ctx(t), group)
+			if g.Name != "" {
+				// It read the change: what it returns is the group as the
+				// store has it (the step made one change).
+				if lease.SameGroup(g, seen) {
+					t.Errorf("WaitGroup returned a group that is the same as seen: %+v", g)
+				}
+				if err == nil && !lease.SameGroup(g, cur) {
+					t.Errorf("WaitGroup returned %+v; GetGroup after it: %+v", g, cur)
+				}
+				break
+			}
+			if err == nil && !lease.SameGroup(cur, seen) {
 				break
 			}
 		}
@@ -291,15 +304,19 @@ func testGroupWaitEarlier(t *testing.T, h Harness) {
 	seen := mustJoin(t, a, "g", 4, "a")
 	mustJoin(t, b, "g", 4, "b") // lands before the Wait
 	start := time.Now()
-	if err := a.WaitGroup(ctx(t), "g", seen, waitTimeout); err != nil {
+	g, err := a.WaitGroup(ctx(t), "g", seen, waitTimeout)
+	if err != nil {
 		t.Fatalf("WaitGroup: %v", err)
 	}
 	if lag := time.Since(start); lag > wakeLimit {
 		t.Errorf("WaitGroup after an earlier Join returned after %v, want at once", lag)
 	}
+	if g.Name != "" && !slices.Equal(g.Identities(), []string{"a", "b"}) {
+		t.Errorf("WaitGroup after an earlier Join returned members %v, want [a b]", g.Identities())
+	}
 	// From absent: a group that exists since.
 	start = time.Now()
-	if err := a.WaitGroup(ctx(t), "g", lease.Group{}, waitTimeout); err != nil {
+	if _, err := a.WaitGroup(ctx(t), "g", lease.Group{}, waitTimeout); err != nil {
 		t.Fatalf("WaitGroup: %v", err)
 	}
 	if lag := time.Since(start); lag > wakeLimit {

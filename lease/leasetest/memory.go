@@ -333,14 +333,20 @@ func (m *Memory) GetGroup(ctx context.Context, group string) (lease.Group, error
 	return d.groupLocked(group), nil
 }
 
-func (m *Memory) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return m.wait(ctx, group, timeout, func(d *memData) bool {
+func (m *Memory) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
+	var changed lease.Group
+	err := m.wait(ctx, group, timeout, func(d *memData) bool {
 		cur := lease.Group{}
 		if d.groups[group] != nil {
 			cur = d.groupLocked(group)
 		}
-		return !lease.SameGroup(cur, seen)
+		if lease.SameGroup(cur, seen) {
+			return false
+		}
+		changed = cur
+		return true
 	})
+	return changed, err
 }
 
 // wait returns when changed reports a change, at timeout, or when ctx ends

@@ -511,7 +511,7 @@ func testCloseEndsWait(t *testing.T, h Harness) {
 	g := mustJoin(t, other, "g", 2, "other")
 	done := make(chan error, 2)
 	go func() { done <- a.Wait(ctx(t), "n", rec, time.Minute) }()
-	go func() { done <- a.WaitGroup(ctx(t), "g", g, time.Minute) }()
+	go func() { _, err := a.WaitGroup(ctx(t), "g", g, time.Minute); done <- err }()
 	time.Sleep(100 * time.Millisecond) // let both Waits start, or not: either way Close ends them
 	closed := time.Now()
 	if err := a.Close(); err != nil {

@@ -137,9 +137,9 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 // is woken by the poller alone, which reads the group's version every
 // 250 ms while it waits. Joins that add a member, Leaves, and every change
 // of a partition's tenure raise that version.
-func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
+func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
 	if err := s.checkOpen(); err != nil {
-		return err
+		return lease.Group{}, err
 	}
 	deadline := time.Now().Add(timeout)
 	timer := time.NewTimer(timeout)
@@ -158,26 +158,26 @@ func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, t
 			}
 			switch {
 			case ctx.Err() != nil:
-				return ctx.Err()
+				return lease.Group{}, ctx.Err()
 			case err != nil:
 				retry = time.After(pollInterval)
 			case !lease.SameGroup(cur, seen):
-				return nil
+				return cur, nil
 			default:
 				s.poller.armGroup(sub, version, pollInterval, pollInterval)
 			}
 		}
 		select {
 		case <-sub.wake:
-			return nil
+			return lease.Group{}, nil
 		case <-retry:
 			reread = true
 		case <-timer.C:
-			return nil
+			return lease.Group{}, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return lease.Group{}, ctx.Err()
 		case <-s.closed:
-			return lease.ErrClosed
+			return lease.Group{}, lease.ErrClosed
 		}
 	}
 }

@@ -33,14 +33,20 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 // WaitGroup is Wait for a whole group: a notification for the group (a
 // member joined or left) or for one of its partitions wakes it, and it
 // compares with lease.SameGroup.
-func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, group, timeout, func(ctx context.Context) (bool, error) {
+func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
+	var changed lease.Group
+	err := s.waitFor(ctx, group, timeout, func(ctx context.Context) (bool, error) {
 		cur, err := s.GetGroup(ctx, group)
 		if errors.Is(err, lease.ErrNotFound) {
 			cur, err = lease.Group{}, nil
 		}
-		return err == nil && !lease.SameGroup(cur, seen), err
+		if err != nil || lease.SameGroup(cur, seen) {
+			return false, err
+		}
+		changed = cur
+		return true, nil
 	})
+	return changed, err
 }
 
 // waitFor waits on key's notifications until changed reports a change

@@ -35,14 +35,20 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 
 // WaitGroup implements lease.Store as Wait does, comparing the whole group
 // (lease.SameGroup).
-func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) error {
-	return s.waitFor(ctx, timeout, func() (bool, error) {
+func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
+	var changed lease.Group
+	err := s.waitFor(ctx, timeout, func() (bool, error) {
 		cur, err := s.GetGroup(ctx, group)
 		if errors.Is(err, lease.ErrNotFound) {
 			cur, err = lease.Group{}, nil
 		}
-		return err == nil && !lease.SameGroup(cur, seen), err
+		if err != nil || lease.SameGroup(cur, seen) {
+			return false, err
+		}
+		changed = cur
+		return true, nil
 	})
+	return changed, err
 }
 
 // waitFor returns nil once changed reports a change or an error, or at
