@@ -111,3 +111,38 @@ func TestReadStoreFile(t *testing.T) {
 		})
 	}
 }
+
+// A pipe whose reader has gone (status | head, watch | head) ends a
+// command quietly, with the status SIGPIPE gives other programs. Before,
+// status printed "write /dev/stdout: broken pipe" and exited 1, and watch
+// went on writing into the pipe for ever.
+func TestReaderGoneIsQuiet(t *testing.T) {
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
+	store, err := lease.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Acquire(context.Background(), "relay", "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, command := range []string{"status", "watch"} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		var stderr strings.Builder
+		done := make(chan int, 1)
+		go func() { done <- Main(nil, []string{"leaderrun", command, "--store", dsn, "relay"}, w, &stderr) }()
+		select {
+		case code := <-done:
+			if code != 128+int(unix.SIGPIPE) || stderr.Len() > 0 {
+				t.Errorf("%s into a closed pipe: exit %d, stderr %q; want %d and nothing", command, code, stderr.String(), 128+int(unix.SIGPIPE))
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s into a closed pipe still runs after 10s", command)
+		}
+		w.Close()
+	}
+}

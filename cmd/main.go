@@ -5,9 +5,11 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
+	"syscall"
 
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -21,7 +23,7 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 		return supervise.RunInit(sigs) // this process is --pid-namespace's init
 	}
 	flags, command := splitCommand(args)
-	app := newApp(sigs, command, stdout, stderr)
+	app := newApp(sigs, command, output{stdout}, stderr)
 	err := refuseRunOptions(flags, app.Flags, app.Commands)
 	if err == nil {
 		err = app.Run(flags)
@@ -33,10 +35,32 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 		}
 		return exit.status.ExitCode()
 	}
+	if errors.Is(err, errReaderGone) {
+		// Quiet, with the status that SIGPIPE gives any other program
+		// in a pipeline.
+		return 128 + int(syscall.SIGPIPE)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		errorLine(stderr, flags, err)
 	}
 	return exitCode(err)
+}
+
+// output is the commands' standard output. leaderrun handles SIGPIPE
+// (signals.Notify), so a write to a pipe whose reader has gone (status |
+// head) fails with EPIPE: output reports that as errReaderGone, which Main
+// turns into a quiet exit, and which no other broken pipe (a store's
+// connection) can be mistaken for.
+type output struct{ w io.Writer }
+
+var errReaderGone = errors.New("the reader of the output has gone")
+
+func (o output) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		err = fmt.Errorf("%w: %w", errReaderGone, err)
+	}
+	return n, err
 }
 
 // splitCommand separates leaderrun's own arguments from the child's: every

@@ -91,6 +91,9 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 				wait = min(wait, rec.Remaining+10*time.Millisecond)
 			}
 		}
+		if w.err != nil {
+			return w.err
+		}
 		if err := store.Wait(ctx, name, seen, wait); err != nil {
 			return err
 		}
@@ -149,16 +152,30 @@ func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWr
 				}
 			}
 		}
+		if w.err != nil {
+			return w.err
+		}
 		if _, err := store.WaitGroup(ctx, group, seen, wait); err != nil {
 			return err
 		}
 	}
 }
 
-// eventWriter prints watch events as text or JSON lines.
+// eventWriter prints watch events as text or JSON lines. Its first write
+// error ends the watch (the reader of a pipe has gone: watch | head).
 type eventWriter struct {
 	w    io.Writer
 	json bool
+	err  error // the first write error
+}
+
+func (e *eventWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }
 
 type eventJSON struct {
@@ -192,7 +209,7 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 		ev.Partition = &p
 	}
 	if e.json {
-		json.NewEncoder(e.w).Encode(ev)
+		json.NewEncoder(e).Encode(ev)
 		return key
 	}
 	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(eventTime), event, shown(rec.Name))
@@ -202,7 +219,7 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	if successor != "" {
 		line += " successor=" + shown(successor)
 	}
-	fmt.Fprintln(e.w, line)
+	fmt.Fprintln(e, line)
 	return key
 }
 
@@ -210,10 +227,10 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 func (e *eventWriter) emitMember(event, group, member string) {
 	ev := eventJSON{Time: now(), Event: event, Name: group, Member: member}
 	if e.json {
-		json.NewEncoder(e.w).Encode(ev)
+		json.NewEncoder(e).Encode(ev)
 		return
 	}
-	fmt.Fprintf(e.w, "%s %-8s name=%s member=%s\n", ev.Time.Format(eventTime), event, shown(group), shown(member))
+	fmt.Fprintf(e, "%s %-8s name=%s member=%s\n", ev.Time.Format(eventTime), event, shown(group), shown(member))
 }
 
 // eventTime is the layout of an event's time: fixed width, so that lines
