@@ -294,6 +294,46 @@ func TestRenewDoesNotWakeWaiter(t *testing.T) {
 	}
 }
 
+// TestTimedOutWaitsReuseOneSession runs a follower's Waits back to back,
+// each blocked in GET_LOCK until its timeout, as an idle follower's Wait
+// ends once per lease duration (its Acquire in between takes a round
+// trip). Every Wait must block on the same session, which the server
+// shows: a Wait that returned while its GET_LOCK was still timing out
+// left the next one to open a session of its own, three statements to set
+// up, most of an idle group's store load beyond its renewals.
+func TestTimedOutWaitsReuseOneSession(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	db := admin(t, dsn)
+	rec, err := leader.Acquire(testCtx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		rounds  = 8
+		timeout = 500 * time.Millisecond
+	)
+	sessions := map[int64]bool{}
+	for range rounds {
+		start := time.Now()
+		done := startWait(t, follower, "n", rec, timeout)
+		waitBlocked(t, follower, db, 1)
+		for _, id := range blockedSessions(t, follower, db) {
+			sessions[id] = true
+		}
+		wantWoken(t, done, timeout+wakeLimit)
+		if got := time.Since(start); got < timeout {
+			t.Errorf("Wait returned after %v, before its timeout %v", got, timeout)
+		}
+	}
+	if got := len(sessions); got != 1 {
+		t.Errorf("%d Waits that timed out blocked on %d sessions, want 1", rounds, got)
+	}
+	if got := follower.waitDB.Stats().OpenConnections; got != 1 {
+		t.Errorf("follower has %d wake-up sessions open, want 1", got)
+	}
+}
+
 // TestStepDownReachesLockWaiter: a step-down request rings the bell of the
 // holder's own Wait on its tenure, which wakes within a round trip, not at
 // a poll or a renewal, and then pulses the tenure's lock, which wakes a
