@@ -130,9 +130,10 @@
 // only wakes, the row decides. Keying the lock by the token means a
 // session that still holds an old tenure's lock (a partitioned holder the
 // server has not noticed) never keeps a later tenure's waiters asleep.
-// Annotate takes the lock of the new Where and releases the old one: a
-// waiter blocked on the old lock wakes, and one that read the old Where
-// and had not blocked yet finds its lock free and reads again. The
+// Annotate takes the lock of the new Where before its UPDATE commits and
+// releases the old one after: a waiter that reads the new Where finds its
+// lock held, a waiter blocked on the old lock wakes, and one that read the
+// old Where and had not blocked yet finds its lock free and reads again. The
 // holder's session is pinged every 10 s and, when it broke, replaced, and
 // its locks taken again.
 //

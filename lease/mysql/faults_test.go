@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,4 +104,72 @@ func TestWaitThroughPartition(t *testing.T) {
 	}
 	proxy.Pass()
 	wantWoken(t, done, 10*time.Second)
+}
+
+// TestCloseThroughPartition closes a store cut off from the server (a
+// blackhole, so that nothing fails fast) as a replica of 8 partitions
+// shuts down: it holds 8 tenures, 12 Waits are in progress (its own on
+// those tenures, with their bells, and 4 on another store's; 8 block in
+// GET_LOCK, the others poll) and a Release of each tenure is in flight.
+// Close must return in bounded time (its KILL QUERY and every statement
+// on the lock session have lockOpTimeout), and every Wait with ErrClosed.
+func TestCloseThroughPartition(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	proxy := newProxy(t)
+	other := openStore(t, dsn)
+	s, err := Open(testCtx(t), viaHost(t, dsn, proxy.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	var (
+		held  []lease.Record
+		waits []<-chan error
+	)
+	for i := range 8 {
+		rec, err := s.Acquire(ctx, fmt.Sprintf("p%d", i), "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rec)
+		waits = append(waits, startWait(t, s, rec.Name, rec, time.Minute))
+	}
+	for i := range 4 {
+		name := fmt.Sprintf("o%d", i)
+		rec, err := other.Acquire(ctx, name, "b", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, startWait(t, s, name, rec, time.Minute))
+	}
+	waitBlocked(t, s, admin(t, dsn), maxLockWaiters) // the other 4 poll
+
+	proxy.Blackhole()
+	for _, rec := range held {
+		go func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			s.Release(rctx, rec.Name, rec.Holder, rec.Token)
+		}()
+	}
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	const limit = 2*lockOpTimeout + time.Second
+	select {
+	case <-closed:
+		t.Logf("Close through a blackhole took %v", time.Since(start))
+	case <-time.After(limit):
+		t.Fatalf("Close through a blackhole did not return within %v", limit)
+	}
+	for _, done := range waits {
+		select {
+		case err := <-done:
+			if !errors.Is(err, lease.ErrClosed) {
+				t.Errorf("Wait ended by Close = %v, want ErrClosed", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("a Wait did not return after Close")
+		}
+	}
 }

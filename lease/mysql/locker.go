@@ -67,9 +67,15 @@ type heldLock struct {
 	token  int64
 	where  string // the record's Where, part of the lock's name
 	locked bool   // the current session holds it
+	// moving is set while an Annotate to next is in flight (prepare);
+	// nextLocked, while the current session holds next's lock too.
+	moving     bool
+	next       string
+	nextLocked bool
 }
 
-func (h heldLock) key(db, name string) string { return tenureLock(db, name, h.token, h.where) }
+func (h heldLock) key(db, name string) string     { return tenureLock(db, name, h.token, h.where) }
+func (h heldLock) nextKey(db, name string) string { return tenureLock(db, name, h.token, h.next) }
 
 func newLocker(db *sql.DB, dbName string) *locker {
 	return &locker{db: db, dbName: dbName, held: map[string]heldLock{},
@@ -137,27 +143,89 @@ func (l *locker) pulse(name string, token int64) {
 	l.held[name] = h
 }
 
-// rekey moves name's tenure token to the lock of its new Where (Annotate):
-// it takes the new lock and releases the old one, which wakes the waiters
-// blocked on it; a waiter that read the old Where and had not blocked yet
-// finds the old lock free, reads again and sees the new Where.
+// prepare takes the lock of where, the Where an Annotate of name's tenure
+// token is about to write, in addition to the tenure's lock, before the
+// Annotate's UPDATE commits: a waiter that reads the new Where then finds
+// its lock held, never free (which it would take for a broken holder's
+// session, and poll). Then rekey (committed) or unprepare (failed) ends
+// the move. Without a healthy session holding the tenure's lock it does
+// nothing, and rekey leaves the new lock to the keeper.
+func (l *locker) prepare(name string, token int64, where string) {
+	ctx := context.Background()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[name]
+	if !ok || h.token != token || h.where == where || !h.locked {
+		return
+	}
+	if h.moving && !l.unprepareLocked(ctx, name) {
+		return // the session broke
+	}
+	h = l.held[name]
+	h.moving, h.next, h.nextLocked = true, where, false
+	got, err := l.tryLocked(ctx, h.nextKey(l.dbName, name), 0)
+	if err != nil {
+		l.brokenLocked()
+		return
+	}
+	h.nextLocked = got
+	l.held[name] = h
+}
+
+// unprepare ends a move to where that prepare started and whose Annotate
+// failed: it releases where's lock.
+func (l *locker) unprepare(name string, token int64, where string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.held[name]; ok && h.token == token && h.moving && h.next == where {
+		l.unprepareLocked(context.Background(), name)
+	}
+}
+
+// unprepareLocked ends name's move and releases the lock of its next Where
+// if the session holds it, and reports whether the session is still
+// healthy.
+func (l *locker) unprepareLocked(ctx context.Context, name string) bool {
+	h := l.held[name]
+	next, locked := h.nextKey(l.dbName, name), h.nextLocked
+	h.moving, h.next, h.nextLocked = false, "", false
+	l.held[name] = h
+	return !locked || l.execLocked(ctx, "DO RELEASE_LOCK(?)", next)
+}
+
+// rekey moves name's tenure token to the lock of its new Where once an
+// Annotate committed it: it takes the new lock, unless prepare took it
+// already, and releases the old one, which wakes the waiters blocked on
+// it; a waiter that read the old Where and had not blocked yet finds the
+// old lock free, reads again and sees the new Where.
 func (l *locker) rekey(name string, token int64, where string) {
 	ctx := context.Background()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.held[name]
-	if !ok || h.token != token || h.where == where {
+	if !ok || h.token != token {
+		return
+	}
+	prepared := h.moving && h.next == where && h.nextLocked
+	if h.moving && !prepared {
+		l.unprepareLocked(ctx, name) // a move to another Where, or one not locked
+		h = l.held[name]
+	}
+	h.moving, h.next, h.nextLocked = false, "", false
+	if h.where == where {
+		l.held[name] = h
 		return
 	}
 	old := h
-	h.where = where
-	h.locked = false
-	if old.locked {
+	h.where, h.locked = where, prepared
+	if old.locked && !prepared {
 		if got, err := l.tryLocked(ctx, h.key(l.dbName, name), 0); err != nil {
 			l.brokenLocked()
 		} else {
 			h.locked = got
 		}
+	}
+	if old.locked {
 		l.execLocked(ctx, "DO RELEASE_LOCK(?)", old.key(l.dbName, name))
 	}
 	if l.conn == nil {
@@ -166,11 +234,15 @@ func (l *locker) rekey(name string, token int64, where string) {
 	l.held[name] = h
 }
 
-// releaseLocked forgets name's lock h and releases it.
+// releaseLocked forgets name's lock h and releases it, and the lock of a
+// move in flight.
 func (l *locker) releaseLocked(ctx context.Context, name string, h heldLock) {
 	delete(l.held, name)
 	if h.locked {
 		l.execLocked(ctx, "DO RELEASE_LOCK(?)", h.key(l.dbName, name))
+	}
+	if h.moving && h.nextLocked {
+		l.execLocked(ctx, "DO RELEASE_LOCK(?)", h.nextKey(l.dbName, name))
 	}
 }
 
@@ -264,7 +336,7 @@ func (l *locker) brokenLocked() {
 		l.conn, l.connID = nil, 0
 	}
 	for name, h := range l.held {
-		h.locked = false
+		h.locked, h.nextLocked = false, false
 		l.held[name] = h
 	}
 }

@@ -328,21 +328,25 @@ func (s *Store) changeHeld(ctx context.Context, name, holder string, token int64
 }
 
 // Annotate sets the row's location if holder holds name with token and it
-// has not expired, in one UPDATE that raises the version, and then moves
-// the tenure to the wake-up lock of its new Where (taking the new lock and
-// releasing the old one), which wakes the waiters blocked on the old one
-// at once.
+// has not expired, in one UPDATE that raises the version, and moves the
+// tenure to the wake-up lock of its new Where: it takes the new lock
+// before the UPDATE commits (so that a waiter that reads the new Where
+// finds its lock held) and releases the old one after, which wakes the
+// waiters blocked on the old one at once.
 func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, where string) error {
 	op := fmt.Sprintf("annotate lease %q", name)
 	if err := checkLen("where", where, maxWhereLen); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	s.locks.prepare(name, token, where)
 	err := s.changeHeld(ctx, name, holder, token, "l.location = ?", where)
 	switch {
 	case err == nil:
 		s.locks.rekey(name, token, where)
 	case errors.Is(err, lease.ErrLost):
 		s.locks.drop(name, token)
+	default:
+		s.locks.unprepare(name, token, where)
 	}
 	return s.wrap(op, err)
 }

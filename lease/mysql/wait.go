@@ -32,6 +32,11 @@ import (
 // poll, as this Store's lock session gives the lock up when a renewal or
 // release finds the tenure lost.
 //
+// A Wait whose timeout passes while it blocks returns once its GET_LOCK,
+// given the same deadline, has timed out on the server too (a round trip
+// later; at most lockTimeoutLag), so that its session is back in the pool
+// for the next Wait instead of another being opened.
+//
 // Otherwise (seen is not held, the holder's lock session is broken, or
 // this store already has maxLockWaiters sessions blocked) it reads the row
 // and the poller reads it every 250 ms (pollInterval). A read that fails
@@ -51,7 +56,8 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 		lockDone <-chan lockResult
 		retry    <-chan time.Time
 		reread   = true
-		self     bool // seen is this Store's own tenure
+		self     bool             // seen is this Store's own tenure
+		lag      <-chan time.Time // set once the timeout passed while lw blocks
 	)
 	defer func() {
 		if lw != nil {
@@ -60,7 +66,7 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 	}()
 	if seen.Held() {
 		self = s.locks.holds(name, seen.Token)
-		if lw = s.startLockWait(name, seen, self, time.Until(deadline)); lw != nil {
+		if lw = s.startLockWait(name, seen, self, deadline); lw != nil {
 			lockDone, reread = lw.done, false
 			if !self {
 				s.poller.armName(sub, seen, seen.Remaining+expiryGrace, lockPollInterval, true)
@@ -97,17 +103,17 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 			if s.checkOpen() != nil {
 				return lease.ErrClosed // Close interrupted it
 			}
-			switch r {
-			case lockRung:
+			switch {
+			case r == lockRung:
 				if self {
 					// A step-down request: wake the tenure's other
 					// waiters too, which the request could not reach.
 					s.goroutine(func(context.Context) { s.locks.pulse(name, seen.Token) })
 				}
 				return nil
-			case lockMoved, lockWoken:
+			case r == lockMoved, r == lockWoken, lag != nil:
 				return nil
-			case lockTimedOut:
+			case r == lockTimedOut:
 				// Timed out on the server, perhaps a little before the
 				// timer: poll until it fires.
 				s.poller.armName(sub, seen, pollInterval, pollInterval, false)
@@ -119,11 +125,16 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 		case <-retry:
 			reread = true
 		case <-timer.C:
-			if lw != nil {
-				// Its GET_LOCK times out on the server now, too: let it
-				// end by itself and keep its session.
-				lw = nil
+			if lw == nil {
+				return nil
 			}
+			// Its GET_LOCK times out on the server now, too: wait for
+			// that, so that its session is free for the next Wait.
+			lag = time.After(lockTimeoutLag)
+		case <-lag:
+			// The server is slow to end it: let it end by itself and
+			// keep its session.
+			lw = nil
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -209,13 +220,18 @@ const lockEarly = 100 * time.Millisecond
 // may take before the store gives up on it.
 const lockWaitSlack = 5 * time.Second
 
+// lockTimeoutLag bounds how long a Wait whose timeout passed waits for its
+// GET_LOCK to time out on the server, which it does a round trip after
+// the Wait's own timer (both end at the Wait's deadline).
+const lockTimeoutLag = 100 * time.Millisecond
+
 // startLockWait blocks a session of waitDB on the lock of seen's tenure of
-// name for up to d (see lockWait.run), or returns nil when maxLockWaiters
-// sessions are blocked already or d is not positive (GET_LOCK would take
-// a negative timeout for ever). With self, the session also holds the
-// tenure's bell lock while it blocks.
-func (s *Store) startLockWait(name string, seen lease.Record, self bool, d time.Duration) *lockWait {
-	if d <= 0 {
+// name until deadline (see lockWait.run), or returns nil when
+// maxLockWaiters sessions are blocked already or deadline has passed.
+// With self, the session also holds the tenure's bell lock while it
+// blocks.
+func (s *Store) startLockWait(name string, seen lease.Record, self bool, deadline time.Time) *lockWait {
+	if !time.Now().Before(deadline) {
 		return nil
 	}
 	select {
@@ -223,7 +239,7 @@ func (s *Store) startLockWait(name string, seen lease.Record, self bool, d time.
 	default:
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(s.life, d+lockWaitSlack)
+	ctx, cancel := context.WithDeadline(s.life, deadline.Add(lockWaitSlack))
 	lw := &lockWait{done: make(chan lockResult, 1), cancel: cancel}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,7 +256,7 @@ func (s *Store) startLockWait(name string, seen lease.Record, self bool, d time.
 		if self {
 			bell = bellLock(s.dbName, name, seen.Token)
 		}
-		lw.done <- lw.run(ctx, s.waitDB, name, seen, tenureLock(s.dbName, name, seen.Token, seen.Where), bell, d)
+		lw.done <- lw.run(ctx, s.waitDB, name, seen, tenureLock(s.dbName, name, seen.Token, seen.Where), bell, deadline)
 		cancel()
 		s.mu.Lock()
 		delete(s.waits, lw)
@@ -261,11 +277,14 @@ var lockWaitSQL = "SELECT IF(holder = ? AND token = ? AND released = ? AND step_
 	"FROM `" + leasesTable + "` WHERE name = ?"
 
 // run is the blocked session: one statement reads the row, checks that
-// someone holds key, blocks in GET_LOCK(key, d), and releases the lock if
-// it got it. With a bell, the session first takes it, and releases it in
-// the same statement as it ends; a session interrupted while it holds the
-// bell (a step-down request) releases it separately.
-func (lw *lockWait) run(ctx context.Context, db *sql.DB, name string, seen lease.Record, key, bell string, d time.Duration) lockResult {
+// someone holds key, blocks in GET_LOCK(key, …) until deadline, and
+// releases the lock if it got it. The timeout is measured when the
+// statement is sent, so that the server ends it a round trip after
+// deadline, not later by the time it took to get the session. With a
+// bell, the session first takes it, and releases it in the same statement
+// as it ends; a session interrupted while it holds the bell (a step-down
+// request) releases it separately.
+func (lw *lockWait) run(ctx context.Context, db *sql.DB, name string, seen lease.Record, key, bell string, deadline time.Time) lockResult {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return lockFailed
@@ -278,17 +297,20 @@ func (lw *lockWait) run(ctx context.Context, db *sql.DB, name string, seen lease
 		}
 	}
 	lw.connID.Store(id)
-	q, args := fmt.Sprintf(lockWaitSQL, ""), []any{seen.Holder, seen.Token, seen.Released, seen.StepDown, seen.Where, key, key, d.Seconds(), key, name}
 	if bell != "" {
 		if _, err := conn.ExecContext(ctx, "DO GET_LOCK(?, 0)", bell); err != nil {
 			discard(conn)
 			return lockFailed
 		}
+	}
+	start := time.Now()
+	d := max(deadline.Sub(start), 0) // a negative timeout would wait for ever
+	q, args := fmt.Sprintf(lockWaitSQL, ""), []any{seen.Holder, seen.Token, seen.Released, seen.StepDown, seen.Where, key, key, d.Seconds(), key, name}
+	if bell != "" {
 		q = fmt.Sprintf(lockWaitSQL, ", RELEASE_LOCK(?)")
 		args = append(args[:len(args)-1:len(args)-1], bell, name)
 	}
 	var got sql.NullInt64
-	start := time.Now()
 	err = conn.QueryRowContext(ctx, q, args...).Scan(append([]any{&got}, bellDest(bell)...)...)
 	early := time.Since(start) < d-lockEarly
 	switch {

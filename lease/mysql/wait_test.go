@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,96 @@ func TestLockFollowsTenure(t *testing.T) {
 	}
 	if got := lockHolder(t, db, dbName, "n", short.Token); got != 0 {
 		t.Errorf("after the lost Renew, the old tenure's lock is held by session %d, want free", got)
+	}
+}
+
+// TestAnnotateLocksBeforeRowShowsWhere watches the row and the lock of
+// the Where being annotated in one statement, in a tight loop, through 30
+// Annotates: whenever the row shows a Where, the holder's session must
+// already hold its lock. A waiter that read the new Where while its lock
+// was still free (the session took it only after the UPDATE committed)
+// took the holder's session for broken and polled every pollInterval for
+// the rest of its Wait.
+func TestAnnotateLocksBeforeRowShowsWhere(t *testing.T) {
+	dsn, dbName := newDatabase(t)
+	s := openStore(t, dsn)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	rec, err := s.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const annotates = 30
+	var (
+		current atomic.Int64 // the Annotate in flight
+		stop    = make(chan struct{})
+		done    = make(chan map[string]bool, 1)
+		failed  = make(chan error, 1)
+	)
+	where := func(i int64) string { return fmt.Sprintf("host:%d", i) }
+	go func() {
+		unlocked := map[string]bool{} // Wheres the row showed while their lock was free
+		for {
+			select {
+			case <-stop:
+				done <- unlocked
+				return
+			default:
+			}
+			w := where(current.Load())
+			var (
+				location string
+				holder   sql.NullInt64
+			)
+			err := db.QueryRowContext(ctx, "SELECT location, IS_USED_LOCK(?) FROM `"+leasesTable+"` WHERE name = ?",
+				tenureLock(dbName, "n", rec.Token, w), "n").Scan(&location, &holder)
+			if err != nil {
+				failed <- err
+				return
+			}
+			if location == w && !holder.Valid {
+				unlocked[w] = true
+			}
+		}
+	}()
+	for i := int64(1); i <= annotates; i++ {
+		current.Store(i)
+		time.Sleep(2 * time.Millisecond) // the watcher reads the lock of where(i) now
+		if err := s.Annotate(ctx, "n", "a", rec.Token, where(i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(stop)
+	select {
+	case unlocked := <-done:
+		if len(unlocked) > 0 {
+			t.Errorf("the row showed %d of %d Wheres while nobody held their lock", len(unlocked), annotates)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	}
+	if got, want := lockHolder(t, db, dbName, "n", rec.Token), int64(0); got != want {
+		t.Errorf("the lock of the empty Where is held by session %d after the Annotates, want free", got)
+	}
+
+	// An Annotate that finds the tenure lost leaves neither lock held.
+	short, err := s.Acquire(ctx, "m", "a", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(short.Remaining + 50*time.Millisecond)
+	if err := s.Annotate(ctx, "m", "a", short.Token, "elsewhere"); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Annotate of an expired tenure = %v, want ErrLost", err)
+	}
+	for _, w := range []string{"", "elsewhere"} {
+		var id sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", tenureLock(dbName, "m", short.Token, w)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if id.Valid {
+			t.Errorf("after a lost Annotate, the lock of Where %q is held by session %d, want free", w, id.Int64)
+		}
 	}
 }
 
@@ -291,6 +382,46 @@ func TestRenewDoesNotWakeWaiter(t *testing.T) {
 	wantWoken(t, done, 10*time.Second)
 	if got := time.Since(start); got < timeout-50*time.Millisecond {
 		t.Errorf("Wait returned after %v with only renewals, want the full %v", got, timeout)
+	}
+}
+
+// TestTimedOutWaitsReuseOneSession runs a follower's Waits back to back,
+// each blocked in GET_LOCK until its timeout, as an idle follower's Wait
+// ends once per lease duration (its Acquire in between takes a round
+// trip). Every Wait must block on the same session, which the server
+// shows: a Wait that returned while its GET_LOCK was still timing out
+// left the next one to open a session of its own, three statements to set
+// up, most of an idle group's store load beyond its renewals.
+func TestTimedOutWaitsReuseOneSession(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, follower := openStore(t, dsn), openStore(t, dsn)
+	db := admin(t, dsn)
+	rec, err := leader.Acquire(testCtx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		rounds  = 8
+		timeout = 500 * time.Millisecond
+	)
+	sessions := map[int64]bool{}
+	for range rounds {
+		start := time.Now()
+		done := startWait(t, follower, "n", rec, timeout)
+		waitBlocked(t, follower, db, 1)
+		for _, id := range blockedSessions(t, follower, db) {
+			sessions[id] = true
+		}
+		wantWoken(t, done, timeout+wakeLimit)
+		if got := time.Since(start); got < timeout {
+			t.Errorf("Wait returned after %v, before its timeout %v", got, timeout)
+		}
+	}
+	if got := len(sessions); got != 1 {
+		t.Errorf("%d Waits that timed out blocked on %d sessions, want 1", rounds, got)
+	}
+	if got := follower.waitDB.Stats().OpenConnections; got != 1 {
+		t.Errorf("follower has %d wake-up sessions open, want 1", got)
 	}
 }
 
