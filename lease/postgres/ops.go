@@ -229,8 +229,8 @@ SELECT noted.name FROM noted CROSS JOIN LATERAL pg_notify($4, noted.name) AS not
 // that transaction only): the release is visible, and waiters notified,
 // as soon as it commits. A server crash before the WAL writer flushed it
 // (a fraction of a second) can undo the release; the row is then as a
-// release that failed leaves it, held until it expires. A grant never
-// waits less: an Acquire that sees the release commits synchronously,
+// release that failed leaves it, held until it expires. Grants still wait
+// for their flush: an Acquire that sees the release commits synchronously,
 // which flushes the release with it.
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
 	q := s.releaseSQL()
