@@ -55,6 +55,15 @@
 // the same statement; Renew does not. Record.Remaining and Record.Reserved
 // are computed by the database.
 //
+// Every commit waits for its WAL flush (and synchronous standbys) as the
+// server's synchronous_commit says, except Release's: it sets
+// synchronous_commit off for its own transaction, so that the release is
+// visible and waiters are notified without waiting for the disk. A server
+// crash (or a failover) in the fraction of a second before the WAL writer
+// flushes it can undo the release; the name is then held until it expires,
+// as after a release that failed. A grant always waits: an Acquire that
+// sees the release commits synchronously, flushing the release with it.
+//
 // # Fencing a child's writes in the same database
 //
 // A child whose data lives in the same PostgreSQL can make its writes

@@ -223,21 +223,39 @@ SELECT noted.name FROM noted CROSS JOIN LATERAL pg_notify($4, noted.name) AS not
 // Release marks name released if holder holds it with token and it has not
 // expired, and notifies waiters in the same statement. Otherwise it returns
 // lease.ErrLost and changes nothing.
+//
+// Release is one round trip (releaseSQL, sent unprepared), and its commit
+// does not wait for the WAL to reach the disk (synchronous_commit off for
+// that transaction only): the release is visible, and waiters notified,
+// as soon as it commits. A server crash before the WAL writer flushed it
+// (a fraction of a second) can undo the release; the row is then as a
+// release that failed leaves it, held until it expires. Grants still wait
+// for their flush: an Acquire that sees the release commits synchronously,
+// which flushes the release with it.
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
-	q := fmt.Sprintf(`WITH freed AS (
-	UPDATE %s SET released = true
-	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released AND expires_at > now()
-	RETURNING name
-)
-SELECT freed.name FROM freed CROSS JOIN LATERAL pg_notify($4, freed.name) AS notified`, s.table)
+	q := s.releaseSQL()
 	err := s.do(ctx, func(conn *pgx.Conn) error {
 		var got string
-		return conn.QueryRow(ctx, q, name, holder, token, s.channel).Scan(&got)
+		return conn.QueryRow(ctx, q, s.once, name, holder, token, s.channel).Scan(&got)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return lease.ErrLost
 	}
 	return s.wrap(fmt.Sprintf("release lease %q", name), err)
+}
+
+// releaseSQL is Release's statement: $1 name, $2 holder, $3 token, $4 the
+// channel. It turns synchronous_commit off for its own transaction only
+// (set_config's is_local), and only when it freed the row.
+func (s *Store) releaseSQL() string {
+	return fmt.Sprintf(`WITH freed AS (
+	UPDATE %s SET released = true
+	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released AND expires_at > now()
+	RETURNING name
+)
+SELECT freed.name FROM freed
+	CROSS JOIN LATERAL pg_notify($4, freed.name) AS notified
+	CROSS JOIN LATERAL set_config('synchronous_commit', 'off', true) AS no_flush_wait`, s.table)
 }
 
 // RequestStepDown sets the step-down flag and the reservation in one UPDATE

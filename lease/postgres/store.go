@@ -53,6 +53,11 @@ type Store struct {
 	channel    string // NOTIFY channel of the schema
 	pool       *pool
 	listener   *listener // nil with leaderrun_listen=off
+	// once is the query mode of statements a Store sends about once in
+	// its life (Release): unprepared, in one round trip, where pgx's
+	// default would prepare them first in a round trip of their own. A
+	// DSN's default_query_exec_mode=simple_protocol is kept.
+	once pgx.QueryExecMode
 
 	existing bool // opened with lease.OpenOptions.Existing: create nothing
 
@@ -114,6 +119,10 @@ func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 	if !opts.listen && !opts.execModeSet {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
+	once := pgx.QueryExecModeExec
+	if cfg.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		once = pgx.QueryExecModeSimpleProtocol
+	}
 	s := &Store{
 		describe:   redact(dsn),
 		secrets:    secrets,
@@ -124,6 +133,7 @@ func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 		members:    pgx.Identifier{opts.schema, membersName}.Sanitize(),
 		channel:    channelName(opts.schema),
 		pool:       newPool(cfg),
+		once:       once,
 		closed:     make(chan struct{}),
 		existing:   existing,
 	}
