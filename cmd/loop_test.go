@@ -484,3 +484,55 @@ func TestLoopRecordsWhereItsCommandRuns(t *testing.T) {
 		lp.end()
 	})
 }
+
+// A leader stopped by a signal keeps its store open after its release
+// until the successor's command runs (its record shows a newer tenure and
+// where it runs), or for successorWait when none comes: closing a server
+// store's connections at once competed with the successor's start.
+func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
+	for _, successor := range []bool{true, false} {
+		t.Run(fmt.Sprintf("successor=%v", successor), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lp := startLoop(t, nil)
+				lp.next(time.Second)
+				time.Sleep(5 * time.Second)
+				stopped := time.Now()
+				lp.l.stop(syscall.SIGTERM)
+				synctest.Wait()
+				if !lp.ev.before("stopped 0", "released") {
+					t.Fatalf("events %q: want the child stopped, then the release", lp.ev.list())
+				}
+				select {
+				case err := <-lp.errc:
+					t.Fatalf("the loop returned %v right after its release, before any successor ran", err)
+				default:
+				}
+				if successor {
+					time.Sleep(20 * time.Millisecond)
+					ctx := context.Background()
+					rec, err := lp.m.Acquire(ctx, "relay", "b", time.Minute)
+					if err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+					select {
+					case err := <-lp.errc:
+						t.Fatalf("the loop returned %v once the successor held the name, before its command ran", err)
+					default:
+					}
+					if err := lp.m.Annotate(ctx, "relay", "b", rec.Token, "here"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				<-lp.errc
+				want := successorWait
+				if successor {
+					want = 20 * time.Millisecond
+				}
+				if got := time.Since(stopped); got != want {
+					t.Errorf("the loop returned %v after the stop, want %v", got, want)
+				}
+			})
+		})
+	}
+}
