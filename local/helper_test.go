@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				os.Exit(4)
 			}
-			cgroup = fmt.Sprintf("%s/leaderrun-%d-%d-%d-1", base, self.pidns, self.pid, self.start)
+			cgroup = fmt.Sprintf("%s/leaderrun-%d-%d-%d-1", base, self.PIDNS, self.Pid, self.Start)
 			if err := os.Mkdir(cgroup, 0o755); err != nil {
 				os.Exit(4)
 			}

@@ -83,9 +83,9 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 		return nil, nil, t, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	case w.Boot != s.boot:
 		return nil, nil, t, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, lease.ErrElsewhere, w.Boot)
-	case w.PIDNS != s.pidns:
+	case w.PIDNS != s.PIDNS:
 		return nil, nil, t, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, lease.ErrElsewhere, w.PIDNS)
-	case w.Pid == s.pid:
+	case w.Pid == s.Pid:
 		return nil, nil, t, fmt.Errorf("%w: the leader is this process", ErrUnprovable)
 	case w.Pgid != w.Child:
 		return nil, nil, t, fmt.Errorf("%w: the command %d does not lead its process group %d", ErrUnprovable, w.Child, w.Pgid)
@@ -95,7 +95,7 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 	}
 	// The holder runs the program this process runs (by name: a record
 	// forged in the store cannot point at any parent process on the host).
-	holder, err = openProcess(w.Pid, w.Start, identity{comm: s.comm})
+	holder, err = openProcess(w.Pid, w.Start, identity{comm: s.Comm})
 	if err != nil {
 		return nil, nil, t, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)
 	}

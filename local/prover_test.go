@@ -165,7 +165,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 			w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)
 		}, false, "is a child of"},
 		{"a holder that runs another program", func(w *Where) { w.Pid, w.Start = opid, startOf(t, opid) }, false, `runs "sleep"`},
-		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.pid, self.start }, false, "is this process"},
+		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.Pid, self.Start }, false, "is this process"},
 		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false, "does not lead"},
 		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false, "pidfd_open"},
 	} {

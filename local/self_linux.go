@@ -13,11 +13,8 @@ import (
 
 // self is where this process runs: Where without a command.
 type self struct {
-	comm  string // the command name, as /proc/PID/stat gives it
-	boot  string
-	pidns uint64
-	pid   int
-	start uint64
+	procstat.Identity
+	boot string
 }
 
 var (
@@ -44,19 +41,12 @@ func readSelf() (self, error) {
 	if !isBootID(s.boot) {
 		return s, fmt.Errorf("read boot id: %.40q is not one", s.boot)
 	}
-	if s.pidns, err = procstat.PIDNamespace("self"); err != nil {
-		return s, err
+	pid := os.Getpid()
+	if link, err := os.Readlink("/proc/self"); err != nil || link != strconv.Itoa(pid) {
+		return s, fmt.Errorf("/proc is not this PID namespace's: /proc/self is %q, this process %d", link, pid)
 	}
-	s.pid = os.Getpid()
-	if link, err := os.Readlink("/proc/self"); err != nil || link != strconv.Itoa(s.pid) {
-		return s, fmt.Errorf("/proc is not this PID namespace's: /proc/self is %q, this process %d", link, s.pid)
-	}
-	ps, err := procstat.Read(s.pid)
-	if err != nil {
-		return s, err
-	}
-	s.start, s.comm = ps.Start, ps.Comm
-	return s, nil
+	s.Identity, err = procstat.Self()
+	return s, err
 }
 
 // Here returns where this process runs with its command, which it started
@@ -70,7 +60,7 @@ func Here(pid int, start uint64) (Where, error) {
 	if pid <= 0 || start == 0 {
 		return Where{}, fmt.Errorf("the command's pid %d or start time %d is unknown", pid, start)
 	}
-	return Where{Boot: s.boot, PIDNS: s.pidns, Pid: s.pid, Start: s.start,
+	return Where{Boot: s.boot, PIDNS: s.PIDNS, Pid: s.Pid, Start: s.Start,
 		Child: pid, ChildStart: start, Pgid: pid}, nil
 }
 

@@ -30,7 +30,7 @@ func TestThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("thisProcess: %v", err)
 	}
-	if s.pid != os.Getpid() || s.start == 0 || s.pidns == 0 || !isBootID(s.boot) {
+	if s.Pid != os.Getpid() || s.Start == 0 || s.PIDNS == 0 || !isBootID(s.boot) {
 		t.Errorf("thisProcess = %+v", s)
 	}
 	if _, err := procOptions(); err != nil {

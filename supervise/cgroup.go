@@ -91,11 +91,11 @@ type cgroup struct {
 
 // newCgroup creates a cgroup for a child under base.
 func newCgroup(base string) (*cgroup, error) {
-	self, err := selfID()
+	self, err := procstat.Self()
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, self.pidns, self.pid, self.start, cgroupSeq.Add(1)))
+	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, self.PIDNS, self.Pid, self.Start, cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (g *cgroup) procs() []int {
 // one has: with several replicas on a host, each owning many partitions,
 // base holds hundreds of cgroups of a few processes.
 func removeDeadCgroups(base string, logger *slog.Logger) {
-	self, err := selfID()
+	self, err := procstat.Self()
 	if err != nil {
 		return
 	}
@@ -199,7 +199,7 @@ func removeDeadCgroups(base string, logger *slog.Logger) {
 	live := map[[2]uint64]bool{} // by pid and start time
 	for _, e := range entries {
 		pidns, pid, start, ok := parseCgroupName(e.Name())
-		if !ok || !e.IsDir() || pidns != self.pidns || pid == self.pid {
+		if !ok || !e.IsDir() || pidns != self.PIDNS || pid == self.Pid {
 			continue
 		}
 		id := [2]uint64{uint64(pid), start}
@@ -242,33 +242,6 @@ func parseCgroupName(name string) (pidns uint64, pid int, start uint64, ok bool)
 	}
 	return n[0], int(n[1]), n[2], true
 }
-
-// ownPIDNamespace returns the inode number of this process's PID
-// namespace.
-func ownPIDNamespace() (uint64, bool) {
-	ns, err := procstat.PIDNamespace("self")
-	return ns, err == nil
-}
-
-// self is what names this process's cgroups: its PID namespace, pid and
-// start time, which never change; selfID reads them once.
-type self struct {
-	pidns uint64
-	pid   int
-	start uint64
-}
-
-var selfID = sync.OnceValues(func() (self, error) {
-	st, err := procstat.Read(os.Getpid())
-	if err != nil {
-		return self{}, err
-	}
-	ns, ok := ownPIDNamespace()
-	if !ok {
-		return self{}, errors.New("cannot read this process's PID namespace")
-	}
-	return self{pidns: ns, pid: os.Getpid(), start: st.Start}, nil
-})
 
 // ReclaimCgroups kills and removes what children of leaderrun processes
 // that died (SIGKILL) left in cgroups of their own below this process's

@@ -74,8 +74,8 @@ func deadProcess(t *testing.T) procstat.Stat {
 func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	base := requireCgroups(t)
 	deadStat := deadProcess(t)
-	self, _ := procstat.Read(os.Getpid())
-	ns, _ := ownPIDNamespace()
+	self, _ := procstat.Self()
+	ns := self.PIDNS
 	name := func(ns uint64, pid int, start uint64, seq int) string {
 		return fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, ns, pid, start, seq)
 	}
@@ -153,8 +153,8 @@ func TestEveryStartReclaimsDeadSupervisorsCgroups(t *testing.T) {
 	<-first.Done()
 
 	deadStat := deadProcess(t)
-	ns, _ := ownPIDNamespace()
-	orphanDir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-1", cgroupPrefix, ns, deadStat.Pid, deadStat.Start))
+	self, _ := procstat.Self()
+	orphanDir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-1", cgroupPrefix, self.PIDNS, deadStat.Pid, deadStat.Start))
 	if err := os.Mkdir(orphanDir, 0o755); err != nil {
 		t.Fatal(err)
 	}

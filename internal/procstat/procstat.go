@@ -1,6 +1,6 @@
 // Package procstat reads a process's identity from /proc/PID/stat (its
 // parent, process group, session, state and start time) and its PID
-// namespace.
+// namespace, and this process's identity (Self).
 package procstat
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -93,3 +94,26 @@ func PIDNamespace(pid string) (uint64, error) {
 	}
 	return st.Ino, nil
 }
+
+// Identity is what of a process never changes while it lives: its pid,
+// start time and PID namespace (with the boot id, they name it for the
+// life of the host), and its command name.
+type Identity struct {
+	Pid   int
+	Comm  string
+	Start uint64
+	PIDNS uint64
+}
+
+// Self returns this process's identity, read from /proc once.
+var Self = sync.OnceValues(func() (Identity, error) {
+	st, err := Read(os.Getpid())
+	if err != nil {
+		return Identity{}, err
+	}
+	ns, err := PIDNamespace("self")
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{Pid: st.Pid, Comm: st.Comm, Start: st.Start, PIDNS: ns}, nil
+})
