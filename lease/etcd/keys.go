@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -250,15 +251,23 @@ func (s *Store) readName(ctx context.Context, k nameKeys, withCandidates bool) (
 	if err != nil {
 		return nameState{}, 0, err
 	}
-	lists := make([][]*mvccpb.KeyValue, len(resp.Responses))
-	for i, r := range resp.Responses {
+	st, err := s.learn(k, resp.Header.Revision, resp.Responses...)
+	return st, resp.Header.Revision, err
+}
+
+// learn parses name's keys from the range responses of a transaction
+// answered at rev (readOps's, in their order), and the handle remembers
+// them (see seen).
+func (s *Store) learn(k nameKeys, rev int64, ranges ...*etcdserverpb.ResponseOp) (nameState, error) {
+	lists := make([][]*mvccpb.KeyValue, len(ranges))
+	for i, r := range ranges {
 		lists[i] = r.GetResponseRange().Kvs
 	}
 	st, err := parseName(k, lists...)
 	if err == nil {
-		s.seen.read(k.name, st, resp.Header.Revision)
+		s.seen.read(k.name, st, rev)
 	}
-	return st, resp.Header.Revision, err
+	return st, err
 }
 
 // readOps read name's keys, with its candidates when asked.

@@ -185,14 +185,9 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			if kerr != nil {
 				owned = nil
 			}
-			lists := make([][]*mvccpb.KeyValue, len(resp.Responses))
-			for i, r := range resp.Responses {
-				lists[i] = r.GetResponseRange().Kvs
-			}
-			if st, err = parseName(k, lists...); err != nil {
+			if st, err = s.learn(k, resp.Header.Revision, resp.Responses...); err != nil {
 				return lease.Record{}, err
 			}
-			s.seen.read(name, st, resp.Header.Revision)
 			read = true
 			now := time.Now()
 			if !free(st, holder, dead, now) {
@@ -316,11 +311,10 @@ func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder s
 	if err != nil {
 		return nameState{}, err
 	}
-	st, err := parseName(k, resp.Responses[1].GetResponseRange().Kvs)
+	st, err := s.learn(k, resp.Header.Revision, resp.Responses[1])
 	if err != nil {
 		return nameState{}, err
 	}
-	s.seen.read(k.name, st, resp.Header.Revision)
 	if a.err == nil {
 		st.times = a.times
 	}
