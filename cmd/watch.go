@@ -116,9 +116,13 @@ func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWr
 		members = map[string]bool{}
 		backoff = 250 * time.Millisecond
 		seen    lease.Group
+		changed lease.Group // what the last WaitGroup read, if it did
 	)
 	for {
-		g, err := store.GetGroup(ctx, group)
+		g, err := changed, error(nil)
+		if g.Name == "" {
+			g, err = store.GetGroup(ctx, group)
+		}
 		wait := watchPoll
 		switch {
 		case ctx.Err() != nil:
@@ -155,7 +159,7 @@ func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWr
 		if w.err != nil {
 			return w.err
 		}
-		if _, err := store.WaitGroup(ctx, group, seen, wait); err != nil {
+		if changed, err = store.WaitGroup(ctx, group, seen, wait); err != nil {
 			return err
 		}
 	}
