@@ -76,13 +76,9 @@ func TestHandOffIsOneTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = follower.Acquire(testCtx(t), "n", "b", time.Minute)
-	var held *lease.HeldError
-	if !errors.As(err, &held) {
-		t.Fatalf("follower's Acquire = %v, want *lease.HeldError", err)
-	}
+	seen := refusedB(t, follower)
 	woke := make(chan error, 1)
-	go func() { woke <- follower.Wait(testCtx(t), "n", held.Record, time.Minute) }()
+	go func() { woke <- follower.Wait(testCtx(t), "n", seen, time.Minute) }()
 	select {
 	case <-waiting:
 	case <-time.After(10 * time.Second):
@@ -200,15 +196,11 @@ func TestFollowerRoundIsCheap(t *testing.T) {
 	}
 	refused := func() lease.Record {
 		t.Helper()
-		_, err := follower.Acquire(testCtx(t), "n", "b", time.Minute)
-		var held *lease.HeldError
-		if !errors.As(err, &held) {
-			t.Fatalf("follower's Acquire = %v, want *lease.HeldError", err)
+		rec := refusedB(t, follower)
+		if rec.Holder != "a" || rec.Remaining < 50*time.Second {
+			t.Fatalf("refusal = %+v, want a's tenure with about a minute left", rec)
 		}
-		if held.Record.Holder != "a" || held.Record.Remaining < 50*time.Second {
-			t.Fatalf("refusal = %+v, want a's tenure with about a minute left", held.Record)
-		}
-		return held.Record
+		return rec
 	}
 	seen := refused()
 	if err := follower.Wait(testCtx(t), "n", seen, 200*time.Millisecond); err != nil {
@@ -264,11 +256,7 @@ func TestHandOffWithALostSpare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = follower.Acquire(testCtx(t), "n", "b", time.Minute)
-	var held *lease.HeldError
-	if !errors.As(err, &held) {
-		t.Fatalf("follower's Acquire = %v, want *lease.HeldError", err)
-	}
+	seen := refusedB(t, follower)
 	spare := follower.leases.dropSpare()
 	if spare == nil {
 		t.Fatal("the refused Acquire kept no spare lease")
@@ -280,7 +268,7 @@ func TestHandOffWithALostSpare(t *testing.T) {
 	if err := leader.Release(testCtx(t), "n", "a", rec.Token); err != nil {
 		t.Fatal(err)
 	}
-	if err := follower.Wait(testCtx(t), "n", held.Record, 10*time.Second); err != nil {
+	if err := follower.Wait(testCtx(t), "n", seen, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	before := requests(t, c)
@@ -295,4 +283,16 @@ func TestHandOffWithALostSpare(t *testing.T) {
 	if err != nil || renewed.Remaining < 50*time.Second {
 		t.Errorf("Renew of the new tenure = %+v, %v; want about a minute left", renewed, err)
 	}
+}
+
+// refusedB has follower try to acquire "n" as "b" while another holds it,
+// and returns the record of the refusal.
+func refusedB(t *testing.T, follower *Store) lease.Record {
+	t.Helper()
+	_, err := follower.Acquire(testCtx(t), "n", "b", time.Minute)
+	var held *lease.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("follower's Acquire = %v, want *lease.HeldError", err)
+	}
+	return held.Record
 }
