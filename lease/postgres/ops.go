@@ -111,31 +111,40 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 	}
 	q := fmt.Sprintf(`WITH seen AS (
 	INSERT INTO %[3]s AS c (name, holder, seen_until)
-	VALUES ($1, $2, now() + 2 * $3::bigint * interval '1 microsecond')
+	SELECT $1, $2, now() + 2 * $3::bigint * interval '1 microsecond'
+	WHERE NOT EXISTS (SELECT FROM %[3]s WHERE name = $1 AND holder = $2
+		AND seen_until >= now() + 1.5 * $3::bigint * interval '1 microsecond')
 	ON CONFLICT (name, holder) DO UPDATE SET seen_until = excluded.seen_until
 ), gone AS (
 	DELETE FROM %[3]s WHERE name = $1 AND holder <> $2 AND seen_until < now()
-), granted AS (
-	INSERT INTO %[1]s AS l (name, holder, token, acquired_at, renewed_at, expires_at, released)
-	VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-		now(), now(), now() + $3::bigint * interval '1 microsecond', false)
-	ON CONFLICT (name) DO UPDATE SET
-		holder = excluded.holder,
-		token = greatest(l.token + 1, excluded.token),
-		acquired_at = excluded.acquired_at,
-		renewed_at = excluded.renewed_at,
-		expires_at = excluded.expires_at,
+), taken AS (
+	UPDATE %[1]s AS l SET
+		holder = $2,
+		token = greatest(l.token + 1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
+		acquired_at = now(),
+		renewed_at = now(),
+		expires_at = now() + $3::bigint * interval '1 microsecond',
 		released = false,
 		step_down = false,
 		successor = '',
 		excluded_holder = '',
 		reserved_until = NULL,
 		location = ''
-	WHERE (l.released OR l.expires_at <= now() OR (l.holder = $5 AND l.token = $6))
+	WHERE l.name = $1
+		AND (l.released OR l.expires_at <= now() OR (l.holder = $5 AND l.token = $6))
 		AND (l.reserved_until IS NULL OR l.reserved_until <= now()
-			OR (l.successor <> '' AND l.successor = excluded.holder)
-			OR (l.successor = '' AND l.excluded_holder <> excluded.holder))
+			OR (l.successor <> '' AND l.successor = $2)
+			OR (l.successor = '' AND l.excluded_holder <> $2))
 	RETURNING l.*
+), created AS (
+	INSERT INTO %[1]s (name, holder, token, acquired_at, renewed_at, expires_at, released)
+	SELECT $1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+		now(), now(), now() + $3::bigint * interval '1 microsecond', false
+	WHERE NOT EXISTS (SELECT FROM %[1]s WHERE name = $1)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING *
+), granted AS (
+	SELECT * FROM taken UNION ALL SELECT * FROM created
 )
 SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS notified`, s.table, recordColumns, s.candidates)
 	for range acquireAttempts {
