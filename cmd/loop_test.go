@@ -485,15 +485,56 @@ func TestLoopRecordsWhereItsCommandRuns(t *testing.T) {
 	})
 }
 
+// readTimes is a store that records when the store was read (Get, Wait).
+type readTimes struct {
+	loggingStore
+	mu    sync.Mutex
+	reads []time.Time
+}
+
+func (s *readTimes) read() {
+	s.mu.Lock()
+	s.reads = append(s.reads, time.Now())
+	s.mu.Unlock()
+}
+
+func (s *readTimes) Get(ctx context.Context, name string) (lease.Record, error) {
+	s.read()
+	return s.loggingStore.Get(ctx, name)
+}
+
+func (s *readTimes) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
+	s.read()
+	return s.loggingStore.Wait(ctx, name, seen, timeout)
+}
+
+// firstSince is the time from t to the first read at or after it.
+func (s *readTimes) firstSince(t time.Time) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.reads {
+		if !r.Before(t) {
+			return r.Sub(t), true
+		}
+	}
+	return 0, false
+}
+
 // A leader stopped by a signal keeps its store open after its release
 // until the successor's command runs (its record shows a newer tenure and
 // where it runs), or for successorWait when none comes: closing a server
-// store's connections at once competed with the successor's start.
+// store's connections at once competed with the successor's start. It
+// leaves the store alone for successorQuiet first: its reads, too,
+// competed with the successor's.
 func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 	for _, successor := range []bool{true, false} {
 		t.Run(fmt.Sprintf("successor=%v", successor), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lp := startLoop(t, nil)
+				var store *readTimes
+				lp := startLoop(t, nil, func(lp *loop) {
+					store = &readTimes{loggingStore: loggingStore{Memory: lp.m, ev: lp.ev}}
+					lp.l.useStore(store)
+				})
 				lp.next(time.Second)
 				time.Sleep(5 * time.Second)
 				stopped := time.Now()
@@ -508,12 +549,13 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 				default:
 				}
 				if successor {
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond)
 					ctx := context.Background()
 					rec, err := lp.m.Acquire(ctx, "relay", "b", time.Minute)
 					if err != nil {
 						t.Fatal(err)
 					}
+					time.Sleep(successorQuiet)
 					synctest.Wait()
 					select {
 					case err := <-lp.errc:
@@ -527,10 +569,13 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 				<-lp.errc
 				want := successorWait
 				if successor {
-					want = 20 * time.Millisecond
+					want = 5*time.Millisecond + successorQuiet
 				}
 				if got := time.Since(stopped); got != want {
 					t.Errorf("the loop returned %v after the stop, want %v", got, want)
+				}
+				if first, ok := store.firstSince(stopped); !ok || first != successorQuiet {
+					t.Errorf("first read %v after the stop (any: %v), want %v", first, ok, successorQuiet)
 				}
 			})
 		})
