@@ -25,29 +25,37 @@
 //
 // # Schema and privileges
 //
-// Open creates, unless they exist, the schema, the tables SCHEMA.leases and
-// SCHEMA.candidates and the function SCHEMA.fence, serialized by an
-// advisory lock so that many replicas may start at once. The statements are
-// SchemaSQL(schema); they also add the columns a newer version needs to a
-// table an older one created, which takes the table's owner. A role that
-// may not create or alter them needs an administrator to run SchemaSQL
-// (again after an upgrade) and then grant:
+// Open creates, unless they exist, the schema, the tables SCHEMA.leases,
+// SCHEMA.candidates, SCHEMA.groups and SCHEMA.members and the function
+// SCHEMA.fence, serialized by an advisory lock so that many replicas may
+// start at once. The statements are SchemaSQL(schema); they also add the
+// columns a newer version needs to a table an older one created, which
+// takes the table's owner. A role that may not create or alter them needs
+// an administrator to run SchemaSQL (again after an upgrade) and then
+// GrantSQL(schema, role):
 //
 //	GRANT USAGE ON SCHEMA leaderrun TO app;
-//	GRANT SELECT, INSERT, UPDATE ON leaderrun.leases, leaderrun.candidates TO app;
+//	GRANT SELECT, INSERT, UPDATE ON leaderrun.leases, leaderrun.groups TO app;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON leaderrun.candidates, leaderrun.members TO app;
 //
-// The role then needs no CREATE privilege. Rows are never deleted.
+// The role then needs no CREATE privilege. Lease and group rows are never
+// deleted; candidates and members that expired are.
 //
 // # Statements
 //
 // Each operation is one statement in its own READ COMMITTED transaction,
 // timed by the database's clock (now(), the statement's start): Acquire is
-// INSERT … ON CONFLICT (name) DO UPDATE … WHERE released OR expired, with
-// token = greatest(previous + 1, clock_timestamp() in milliseconds); Renew
-// and Release are UPDATEs guarded by holder, token, not released and not
-// expired. Acquire also refuses a name a step-down reservation keeps from
-// the caller, and upserts the caller into candidates (seen until now +
-// 2×ttl) in the same statement, through a data-modifying CTE.
+// UPDATE … WHERE released OR expired, with token = greatest(previous + 1,
+// clock_timestamp() in milliseconds), or for a name without a row INSERT …
+// ON CONFLICT (name) DO NOTHING; Renew and Release are UPDATEs guarded by
+// holder, token, not released and not expired. Acquire also refuses a name
+// a step-down reservation keeps from the caller, and records the caller in
+// candidates (seen until now + 2×ttl) when its row there has less than
+// 1.5×ttl left, in the same statement, through data-modifying CTEs. A
+// refused Acquire so writes nothing and locks nothing (an INSERT … ON
+// CONFLICT DO UPDATE would lock the row even when its WHERE refuses): it
+// does not wait for a child's fenced transaction, and costs the server no
+// transaction id and no WAL flush.
 // RequestStepDown is an UPDATE guarded by "held, not by the successor, and
 // the successor a live candidate or, for a partition, a live member of its
 // group". Acquire, Release and RequestStepDown
