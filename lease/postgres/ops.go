@@ -83,8 +83,10 @@ func scanNullableRecord(row pgx.Row, prefix ...any) (rec lease.Record, ok bool, 
 
 // Acquire grants name to holder for ttl when the row is absent, released or
 // expired by the database's clock and no step-down reservation keeps holder
-// out, in one INSERT … ON CONFLICT DO UPDATE, and notifies waiters. The
-// same statement records holder as a candidate, seen until now + 2×ttl.
+// out, in one statement (an UPDATE of a free row, or an INSERT of a
+// missing one), and notifies waiters. The same statement records holder as
+// a candidate, seen until now + 2×ttl, when its record has less than
+// 1.5×ttl left: a refused Acquire then writes and locks nothing.
 // The new token is max(previous token + 1, database clock in
 // milliseconds). If another holder, or holder itself, has the name, or a
 // reservation keeps holder out, Acquire returns a *lease.HeldError with the
@@ -92,8 +94,8 @@ func scanNullableRecord(row pgx.Row, prefix ...any) (rec lease.Record, ok bool, 
 // may be free for holder. A statement whose outcome is unknown returns an
 // error.
 //
-// While a child's transaction holds fence on the name, Acquire waits for
-// that transaction to end (up to ctx's deadline).
+// While a child's transaction holds fence on a free name, Acquire waits
+// for that transaction to end (up to ctx's deadline).
 func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
 	return s.grant(ctx, "acquire", name, holder, lease.Record{}, ttl)
 }
