@@ -639,3 +639,48 @@ func TestCloseEndsBlockedSession(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWaitOnReleasedNameSeesSuccessorSoon: a released name has no holder
+// whose lock could wake a waiter, so a Wait from a released record polls;
+// a successor takes such a name within milliseconds, and the Wait of
+// `step-down --wait`, or of a stopped leader waiting for its successor,
+// must see it about as soon (at the 250 ms poll, step-down --wait
+// reported the new leader 277 ms p50 after the request, against 16-45 ms
+// on the other stores).
+func TestWaitOnReleasedNameSeesSuccessorSoon(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	leader, waiter := openStore(t, dsn), openStore(t, dsn)
+	ctx := testCtx(t)
+	const runs = 5
+	var lags []time.Duration
+	for range runs {
+		rec, err := leader.Acquire(ctx, "relay", "leader", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.Release(ctx, "relay", "leader", rec.Token); err != nil {
+			t.Fatal(err)
+		}
+		released, err := waiter.Get(ctx, "relay")
+		if err != nil || !released.Released {
+			t.Fatalf("Get after the release = %+v, %v", released, err)
+		}
+		done := startWait(t, waiter, "relay", released, 30*time.Second)
+		time.Sleep(30 * time.Millisecond)
+		if _, err := leader.Acquire(ctx, "relay", "successor", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		// Before the first 250 ms poll could have seen it.
+		lags = append(lags, wantWoken(t, done, pollInterval-30*time.Millisecond-50*time.Millisecond))
+		cur, err := leader.Get(ctx, "relay")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.Release(ctx, "relay", "successor", cur.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(lags)
+	t.Logf("%d successors: acquired → the Wait on the released name returned p50 %v, max %v",
+		runs, percentile(lags, 0.5), lags[len(lags)-1])
+}
