@@ -27,14 +27,6 @@ const (
 	lockPollInterval = 2 * time.Second
 	// pollTimeout bounds one poll.
 	pollTimeout = 5 * time.Second
-	// releasedPoll is how often a released name is read during the first
-	// releasedWindow of a Wait: a released name has no holder whose lock
-	// could wake the waiter, and a successor takes it within milliseconds
-	// (a follower woken by the release, or the one a step-down reserved it
-	// for). `step-down --wait` and a stopped leader waiting for its
-	// successor wait so.
-	releasedPoll   = 10 * time.Millisecond
-	releasedWindow = 500 * time.Millisecond
 )
 
 // poller reads the tenure of every waited name and the version of every

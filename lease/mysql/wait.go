@@ -39,10 +39,8 @@ import (
 //
 // Otherwise (seen is not held, the holder's lock session is broken, or
 // this store already has maxLockWaiters sessions blocked) it reads the row
-// and the poller reads it every 250 ms (pollInterval); a released name,
-// which a successor takes within milliseconds, every 10 ms (releasedPoll)
-// for the first 500 ms (releasedWindow). A read that fails is retried every
-// pollInterval.
+// and the poller reads it every 250 ms (pollInterval). A read that fails
+// is retried every pollInterval.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	if err := s.checkOpen(); err != nil {
 		return err
@@ -60,15 +58,7 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 		reread   = true
 		self     bool             // seen is this Store's own tenure
 		lag      <-chan time.Time // set once the timeout passed while lw blocks
-		poll     = pollInterval
-		slowDown <-chan time.Time // ends the fast polls of a released name
 	)
-	if seen.Released && !seen.Held() {
-		poll = releasedPoll
-		window := time.NewTimer(releasedWindow)
-		defer window.Stop()
-		slowDown = window.C
-	}
 	defer func() {
 		if lw != nil {
 			s.stopLockWait(lw)
@@ -102,17 +92,12 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 			case !lease.SameTenure(cur, seen):
 				return nil
 			default:
-				s.poller.armName(sub, seen, poll, poll, false)
+				s.poller.armName(sub, seen, pollInterval, pollInterval, false)
 			}
 		}
 		select {
 		case <-sub.wake:
 			return nil
-		case <-slowDown:
-			slowDown, poll = nil, pollInterval
-			if lw == nil && retry == nil {
-				s.poller.armName(sub, seen, poll, poll, false)
-			}
 		case r := <-lockDone:
 			lw, lockDone = nil, nil
 			if s.checkOpen() != nil {
