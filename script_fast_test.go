@@ -83,11 +83,14 @@ func cmdReusePid(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: reusepid OLD_PIDFILE NEW_PIDFILE")
 	}
 	pid := readPid(ts, args[0])
-	waitFor(ts, fmt.Sprintf("pid %d to be free", pid), func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-		return err != nil
-	})
 	for range 200 {
+		// Free again, if a process that took the pid first has ended: on
+		// a busy machine (go test runs packages in parallel) one may hold
+		// it for a while.
+		waitFor(ts, fmt.Sprintf("pid %d to be free", pid), func() bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+			return err != nil
+		})
 		ts.Check(os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0))
 		c := exec.Command("sleep", "1000")
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
