@@ -26,7 +26,7 @@ command -v dpkg >/dev/null || fail "needs dpkg"
 step "goreleaser $goreleaser_version"
 have_version() {
 	[[ -x $cache/bin/goreleaser ]] &&
-		go version -m "$cache/bin/goreleaser" | grep -q "^[[:space:]]*mod[[:space:]]*github.com/goreleaser/goreleaser/v2[[:space:]]*${goreleaser_version}[[:space:]]"
+		go version -m "$cache/bin/goreleaser" | grep "^[[:space:]]*mod[[:space:]]*github.com/goreleaser/goreleaser/v2[[:space:]]*${goreleaser_version}[[:space:]]" >/dev/null
 }
 if have_version; then
 	echo "cached in $cache/bin"
@@ -87,7 +87,7 @@ for f in /usr/bin/leaderrun \
 	/usr/share/doc/leaderrun/copyright; do
 	[[ -s $f ]] || fail "$f not installed"
 done
-dpkg-query -W -f='${Conffiles}\n' leaderrun | grep -q '^ /etc/leaderrun/example.env ' ||
+dpkg-query -W -f='${Conffiles}\n' leaderrun | grep '^ /etc/leaderrun/example.env ' >/dev/null ||
 	fail "/etc/leaderrun/example.env is not a conffile"
 
 step "leaderrun version"
