@@ -56,9 +56,10 @@ func (r *report) stepDownSection(w *mdw) {
 	w.p("after a random pause of 0.2–2.2 s (so the request lands at a random phase of the leader's 2 s renew interval),")
 	w.p("and measures from just before that command's `fork` to the new child's own start reading. \"request → old child")
 	w.p("told to stop\" is when the old child received its stop signal (the leader noticed the request); the rest is the")
-	w.p("ordered hand-over (stop, release, wake, acquire, spawn). etcdctl lock has no step-down. Target (§8): p50 ≤ 50 ms.")
+	w.p("ordered hand-over (stop, release, wake, acquire, spawn). etcdctl lock has no step-down. Target (§8): p50 ≤ 50 ms,")
+	w.p("both to the new child and to `step-down --wait`'s report of the new leader.")
 	w.p("")
-	w.p("| system | runs | p50 | p90 | p99 | max | request → old child told to stop, p50 / max | old child told to stop → new child, p50 / max | `step-down --wait` returned, p50 | overlaps / lock held / back to the same replica | target p50 ≤ 50 ms |")
+	w.p("| system | runs | p50 | p90 | p99 | max | request → old child told to stop, p50 / max | old child told to stop → new child, p50 / max | `step-down --wait` returned, p50 | overlaps / lock held / back to the same replica | target p50s ≤ 50 ms |")
 	w.p("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.StepDown {
 		sm := summarize(s.Latency)
@@ -77,7 +78,7 @@ func (r *report) stepDownSection(w *mdw) {
 		ce := summarize(s.CmdExit)
 		w.p("| leaderrun · %s | %d | %s ms | %s ms | %s ms | %s ms | %s / %s ms | %s / %s ms | %s ms | %d / %d / %d | %s |", s.Store, sm.N,
 			ms(sm.P50), ms(sm.P90), ms(sm.P99), ms(sm.Max), ms(n.P50), ms(n.Max), ms(rs.P50), ms(rs.Max), ms(ce.P50),
-			s.Overlaps, s.LockConflicts, s.SameReplica, met(sm.P50 <= targetStepDownP50))
+			s.Overlaps, s.LockConflicts, s.SameReplica, met(s.verdict()))
 	}
 	w.p("")
 	for _, s := range r.StepDown {

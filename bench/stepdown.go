@@ -33,6 +33,12 @@ type stepResult struct {
 	Notes                   []string
 }
 
+// verdict: the new child ran, and step-down --wait reported it, within
+// targetStepDownP50 at p50.
+func (s *stepResult) verdict() bool {
+	return summarize(s.Latency).P50 <= targetStepDownP50 && summarize(s.CmdExit).P50 <= targetStepDownP50
+}
+
 func (r *stepResult) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
