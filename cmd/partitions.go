@@ -129,7 +129,7 @@ func (pr *partitioned) servePartition(p int, t *lease.Tenure) {
 	}, nil)
 	pr.report.partitionEnded(p, t, end.status, end.exited)
 	if !end.exited {
-		pr.release(t, log, end.why)
+		pr.release(t, log, end.why, false)
 		return
 	}
 	pr.mu.Lock()
@@ -153,7 +153,7 @@ func (pr *partitioned) servePartition(p int, t *lease.Tenure) {
 		return
 	}
 	pr.owner.HoldOff(p, time.Now().Add(delay))
-	pr.release(t, log, end.why)
+	pr.release(t, log, end.why, false)
 }
 
 // view is GET /partitions: the group as this replica last read it, and the

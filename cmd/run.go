@@ -377,18 +377,27 @@ func (l *leader) loop() error {
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
+		sig := l.endSignal(log)
 		end := l.serve(ten, l.childEnv(ten), log, func(c child) {
 			l.child = c
 			if c != nil {
-				go l.annotate(ten, c, log)
+				go l.annotate(ten, c, sig, log)
 			}
 		}, l.stopping)
 		released := false
 		if l.holding(end) {
 			l.hold(ten, log, electedAt.Add(l.cfg.HoldAtLeast), end.why)
 		} else {
-			released = l.release(ten, log, end.why)
+			// The command's whole tree is gone: a follower on this host
+			// may take the name before the release reaches it through
+			// the store, unless the release reserves it for another.
+			early := !end.reserved
+			if early {
+				sig.Send()
+			}
+			released = l.release(ten, log, end.why, early)
 		}
+		sig.Send()
 		l.report.ended(ten, end.status, end.exited)
 		if end.startErr != nil && l.cfg.Once {
 			return end.startErr
@@ -461,12 +470,29 @@ func (l *leader) awaitSuccessor(ten *lease.Tenure) {
 	}
 }
 
+// endSignal opens the tenure's end signal (package local), or returns nil:
+// without one, a graceful hand-over reaches a follower through the store
+// only. A tenure held for --hold-at-least gets none: its name must stay
+// taken until its lease expires.
+func (l *leader) endSignal(log *slog.Logger) *local.EndSignal {
+	if l.cfg.HoldAtLeast > 0 {
+		return nil
+	}
+	sig, err := local.NewEndSignal()
+	if err != nil {
+		log.Debug("no end signal for followers on this host; a hand-over reaches them through the store", "err", err)
+		return nil
+	}
+	return sig
+}
+
 // annotate records in the tenure's record where this process and its
-// command c run (package local), so that a follower on this host can take
-// the name over at once should this process die; without it, a crash
-// hands the name over at the lease's expiry. It retries a failed store
-// call every renew interval, and ends with the tenure.
-func (l *leader) annotate(ten *lease.Tenure, c child, log *slog.Logger) {
+// command c run and its end signal sig (package local), so that a follower
+// on this host can take the name over at once should this process die or
+// end the tenure; without it, a crash hands the name over at the lease's
+// expiry. It retries a failed store call every renew interval, and ends
+// with the tenure.
+func (l *leader) annotate(ten *lease.Tenure, c child, sig *local.EndSignal, log *slog.Logger) {
 	started, ok := c.(interface{ StartTime() uint64 })
 	if !ok {
 		return // a fake in the loop's tests
@@ -476,6 +502,7 @@ func (l *leader) annotate(ten *lease.Tenure, c child, log *slog.Logger) {
 		log.Debug("cannot tell where the command runs; should this process die, the name passes at the lease's expiry", "err", err)
 		return
 	}
+	w = sig.Mark(w)
 	for {
 		ctx, cancel := context.WithTimeout(ten.Context(), l.cfg.RetryPeriod)
 		err := ten.Annotate(ctx, w.String())
@@ -536,6 +563,9 @@ type tenureEnd struct {
 	exited   bool   // the command ended on its own
 	stopped  bool   // leaderrun's stop ended it: the run ends with its status
 	why      string // for the tenure's last log line
+	// reserved: a step-down or hand-off ended it, whose release reserves
+	// the name for another.
+	reserved bool
 }
 
 // serve runs the command for one tenure, with env, and returns how it
@@ -589,6 +619,7 @@ func (r *replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 		level := slog.LevelWarn
 		if errors.Is(cause, lease.ErrSteppedDown) || errors.Is(cause, lease.ErrHandedOff) {
 			level = slog.LevelInfo // planned: an operator or a hand-off asked for it
+			end.reserved = true
 		}
 		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", end.why)
 		if r.stopped() {
@@ -638,16 +669,20 @@ func (l *leader) hold(ten *lease.Tenure, log *slog.Logger, until time.Time, why 
 	log.Info("tenure over; left the lease to expire, for --hold-at-least", "why", why)
 }
 
-// release hands the name back, and reports whether it did; the child and
-// its descendants are dead by now. Its log line is the tenure's last and
-// says why the tenure ended. A failed release never changes the exit
-// status.
-func (r *replica) release(ten *lease.Tenure, log *slog.Logger, why string) bool {
+// release hands the name back, and reports whether it did, or whether a
+// follower on this host took it first after the end signal (signalled);
+// the child and its descendants are dead by now. Its log line is the
+// tenure's last and says why the tenure ended. A failed release never
+// changes the exit status.
+func (r *replica) release(ten *lease.Tenure, log *slog.Logger, why string, signalled bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	switch err := ten.Release(ctx); {
 	case err == nil:
 		log.Info("tenure over; released the lease", "why", why)
+		return true
+	case errors.Is(err, lease.ErrLost) && signalled:
+		log.Info("tenure over; the lease was no longer ours to release (a follower on this host may have taken it at our end signal)", "why", why)
 		return true
 	case errors.Is(err, lease.ErrLost):
 		log.Info("tenure over; the lease was no longer ours to release", "why", why)

@@ -54,8 +54,9 @@ type Elector struct {
 	Clock Clock
 	// Prover, when set, watches a holder that annotated its record with
 	// where it runs (Store.Annotate) while Campaign waits for it: when it
-	// proves the holder dead, Campaign takes the name over at once with
-	// Store.Seize instead of at the lease's expiry. Nil: a crashed
+	// proves the holder dead, or its tenure ended, Campaign takes the name
+	// over at once with Store.Seize instead of at the lease's expiry, or
+	// after the release reached it through the store. Nil: a crashed
 	// holder's name is free when its lease expires.
 	Prover Prover
 
@@ -98,8 +99,8 @@ const maxJitter = 50 * time.Millisecond
 // Campaign blocks until holder acquires the name, and returns the tenure.
 // A held name makes it sleep until the holder's known expiry or until the
 // store reports a change, whichever is first; with a Prover, also until
-// the Prover proves the holder dead, and then it takes the name at once
-// (Store.Seize). Store errors are logged and
+// the Prover proves the holder dead or its tenure ended, and then it takes
+// the name at once (Store.Seize). Store errors are logged and
 // retried with capped exponential back-off. Errors wrapping ErrRefused end
 // the campaign only while the store has never answered this Elector (a
 // configuration that cannot work); later they are retried like any other.
@@ -155,7 +156,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				// A reservation keeps the name from this holder, or the
 				// tenure changed: campaign as usual.
 				watch.spent = true
-				log.Info("the leader on this host is dead, but the store refused the takeover; waiting as usual", "err", err)
+				log.Info("the leader on this host is gone, but the store refused the takeover; waiting as usual", "err", err)
 			case errors.Is(err, ErrClosed):
 				return nil, err
 			default:

@@ -14,14 +14,16 @@ import (
 // dead, takes the name with Store.Seize instead of waiting for the lease to
 // expire. Package local implements it for holders on this host.
 type Prover interface {
-	// Prove blocks while rec's holder lives, and returns nil once it
-	// has proved the holder dead and the processes it ran gone, so that
-	// nothing of the tenure can act any more. It returns another error
-	// as soon as it knows it cannot prove that (rec.Where names another
-	// host, or processes it cannot verify or signal): the follower then
-	// waits for the expiry. A holder that is only frozen (SIGSTOP) is
-	// alive. It returns ctx's error promptly when ctx ends first.
-	Prove(ctx context.Context, rec Record) error
+	// Prove blocks while rec's holder lives and holds its tenure, and
+	// returns a nil error once it has proved the holder dead, or (ended
+	// true) that the living holder has ended its tenure, and in both
+	// cases the processes it ran gone, so that nothing of the tenure can
+	// act any more. It returns another error as soon as it knows it
+	// cannot prove that (rec.Where names another host, or processes it
+	// cannot verify or signal): the follower then waits for the release
+	// or the expiry. A holder that is only frozen (SIGSTOP) is alive. It
+	// returns ctx's error promptly when ctx ends first.
+	Prove(ctx context.Context, rec Record) (ended bool, err error)
 }
 
 // ErrElsewhere is wrapped by a Prove error that says the holder runs on
@@ -38,6 +40,7 @@ type holderWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Prove has returned
 	err    error         // Prove's result; read only after done is closed
+	ended  bool          // Prove's result: the holder lives, its tenure ended
 	// spent: the store refused the Seize that followed the proof (a
 	// step-down reservation for another): wait for the name as usual.
 	spent bool
@@ -59,7 +62,7 @@ func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, l
 	w = &holderWatch{rec: rec, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		w.err = e.Prover.Prove(wctx, rec)
+		w.ended, w.err = e.Prover.Prove(wctx, rec)
 		if w.err == nil || wctx.Err() != nil {
 			return
 		}
@@ -139,7 +142,12 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
-		"dead_token", w.rec.Token)
+	if w.ended {
+		log.Info("took over the lease at once from the leader on this host, which ended its tenure",
+			"leader", w.rec.Holder, "leader_token", w.rec.Token)
+	} else {
+		log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
+			"dead_token", w.rec.Token)
+	}
 	return e.newTenure(rec, sent, false), nil
 }

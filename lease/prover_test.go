@@ -21,17 +21,17 @@ type fakeProver struct {
 	ended atomic.Int32 // Proves that returned because their context ended
 }
 
-func (p *fakeProver) Prove(ctx context.Context, rec lease.Record) error {
+func (p *fakeProver) Prove(ctx context.Context, rec lease.Record) (bool, error) {
 	p.calls.Add(1)
 	if p.err != nil {
-		return p.err
+		return false, p.err
 	}
 	select {
 	case <-p.dead:
-		return nil
+		return false, nil
 	case <-ctx.Done():
 		p.ended.Add(1)
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,10 +51,38 @@ func TestMain(m *testing.M) {
 			c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, fd
 		}
 		c.Env = append(c.Env, "LOCAL_TEST_CGROUP="+cgroup)
+		var end *EndSignal
+		if os.Getenv("LOCAL_TEST_END") != "" {
+			var err error
+			if end, err = NewEndSignal(); err != nil {
+				os.Exit(5)
+			}
+			w := end.Mark(Where{})
+			path := os.Getenv("LOCAL_TEST_PIDS") + ".end"
+			os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d", w.EndFD, w.EndIno), 0o644)
+			os.Rename(path+".tmp", path)
+		}
 		if err := c.Start(); err != nil {
 			os.Exit(3)
 		}
-		c.Wait()
+		reaped := make(chan struct{})
+		go func() { c.Wait(); close(reaped) }()
+		// SIGUSR1: end the tenure as leaderrun does (the command's whole
+		// tree killed and gone, then the end signal); SIGUSR2: send the
+		// end signal with the command still running.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				if cgroup != "" {
+					killCgroup(context.Background(), cgroup)
+				} else {
+					syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				}
+				<-reaped
+			}
+			end.Send()
+		}
 		sleepForever()
 	case "command":
 		sleeper := 0
@@ -98,6 +127,7 @@ type shape struct {
 	alone   bool // the command has no sleeper
 	escapee bool // the sleeper leaves the command's session and group
 	bare    bool // the command gets no cgroup of its own (else it must)
+	end     bool // the holder has an end signal (SIGUSR1, SIGUSR2)
 }
 
 // startTenure starts a holder whose command, unless sh.bare, runs in a
@@ -116,6 +146,9 @@ func startTenure(t *testing.T, sh shape) *tenure {
 	}
 	if !sh.bare {
 		c.Env = append(c.Env, "LOCAL_TEST_CGROUPS="+cgroupsForTest(t))
+	}
+	if sh.end {
+		c.Env = append(c.Env, "LOCAL_TEST_END=1")
 	}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -148,6 +181,15 @@ func startTenure(t *testing.T, sh shape) *tenure {
 		t.Fatal(err)
 	}
 	w.Pid, w.Start = c.Process.Pid, startOf(t, c.Process.Pid)
+	if sh.end {
+		data, err := os.ReadFile(pids + ".end")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Sscan(string(data), &w.EndFD, &w.EndIno); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ten.where = w
 	return ten
 }

@@ -21,9 +21,23 @@ type Prover struct {
 }
 
 // Prove implements lease.Prover; outside Linux it always fails.
-func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
-	return fmt.Errorf("%w: only Linux has pidfds", ErrUnprovable)
+func (p *Prover) Prove(ctx context.Context, rec lease.Record) (bool, error) {
+	return false, fmt.Errorf("%w: only Linux has pidfds", ErrUnprovable)
 }
+
+// EndSignal does nothing outside Linux.
+type EndSignal struct{}
+
+// NewEndSignal fails outside Linux.
+func NewEndSignal() (*EndSignal, error) {
+	return nil, errors.New("end signals are Linux's")
+}
+
+// Mark returns w.
+func (s *EndSignal) Mark(w Where) Where { return w }
+
+// Send does nothing.
+func (s *EndSignal) Send() {}
 
 // Here fails outside Linux.
 func Here(pid int, start uint64) (Where, error) {

@@ -31,24 +31,63 @@ var _ lease.Prover = (*Prover)(nil)
 
 // Prove implements lease.Prover. It returns an error wrapping ErrUnprovable
 // (and lease.ErrElsewhere for another host or PID namespace) when it cannot
-// verify what rec.Where names, having signalled nothing; and, after the
-// holder died, when it cannot kill or see the whole of the command's group
-// (the follower then waits for the expiry; the kills already sent stand).
-func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
+// verify what rec.Where names, having signalled nothing; after the holder
+// died, when it cannot kill or see the whole of the command's group (the
+// follower then waits for the expiry; the kills already sent stand). It
+// returns ended true when the holder lives but sent its EndSignal and its
+// command's whole tree is gone; an EndSignal that finds the tree still
+// there proves nothing, and it waits on for the holder's death.
+func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err error) {
 	w, err := Parse(rec.Where)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnprovable, err)
+		return false, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	}
 	holder, child, tree, err := watchable(w)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer holder.Close()
 	defer child.Close()
 	log := p.logger().With("leader", rec.Holder, "leader_token", rec.Token, "leader_pid", w.Pid, "command_pid", w.Child)
+	end, err := openEnd(w)
+	if err != nil {
+		// The death of the holder still proves the tenure over.
+		log.Debug("cannot watch for the leader's end signal; a graceful hand-over goes through the store", "err", err)
+	}
+	if end != nil {
+		defer end.Close()
+	}
 	log.Info("watching the leader on this host; should it die, its command's whole tree is killed and the lease taken at once")
-	if err := holder.wait(ctx); err != nil {
-		return err
+	// Both goroutines end at the latest when the deferred Closes above
+	// close their files.
+	dead := make(chan error, 1)
+	go func() { dead <- holder.wait(ctx) }()
+	signalled := make(chan struct{})
+	if end != nil {
+		go func() {
+			if end.wait(ctx) == nil {
+				close(signalled)
+			}
+		}()
+	}
+	select {
+	case err = <-dead:
+	case <-signalled:
+		if !holder.exited() {
+			why := treeGone(child, tree)
+			if why == nil {
+				log.Info("the leader on this host ended its tenure; its command's whole tree is gone")
+				return true, nil
+			}
+			// A holder that is dying closes its files before its pidfd
+			// reports the exit, while its command may still run: only
+			// its death proves anything now.
+			log.Info("the leader's end signal came, but not from a finished tenure; waiting for the leader's death", "why", why)
+		}
+		err = <-dead
+	}
+	if err != nil {
+		return false, err
 	}
 	died := time.Now()
 	what := "process group"
@@ -62,10 +101,10 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) error {
 		err = p.clear(ctx, child, log)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	log.Info("the dead leader's command and its "+what+" are gone", "took", time.Since(died).Round(time.Microsecond))
-	return nil
+	return false, nil
 }
 
 // ErrUnprovable is wrapped by every error of Prove that says it cannot

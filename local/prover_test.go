@@ -22,17 +22,26 @@ func record(w Where) lease.Record {
 	return lease.Record{Name: "relay", Holder: "a", Token: 7, Remaining: time.Minute, Where: w.String()}
 }
 
+// proof is what Prove returned.
+type proof struct {
+	ended bool
+	err   error
+}
+
 // prove runs Prove in the background and returns its result channel, once
 // it watches the holder.
-func prove(t *testing.T, ctx context.Context, rec lease.Record) <-chan error {
+func prove(t *testing.T, ctx context.Context, rec lease.Record) <-chan proof {
 	t.Helper()
 	log := make(lines, 16)
 	p := &Prover{Logger: slog.New(log)}
-	done := make(chan error, 1)
-	go func() { done <- p.Prove(ctx, rec) }()
+	done := make(chan proof, 1)
+	go func() {
+		ended, err := p.Prove(ctx, rec)
+		done <- proof{ended, err}
+	}()
 	select {
-	case err := <-done:
-		t.Fatalf("Prove returned %v before watching", err)
+	case r := <-done:
+		t.Fatalf("Prove returned %v before watching", r.err)
 	case <-time.After(0):
 	}
 	log.expect(t, "watching the leader")
@@ -59,9 +68,9 @@ func TestProveKillsDeadHoldersTree(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Prove = %v, want nil once the holder died", err)
+			case r := <-done:
+				if r.err != nil || r.ended {
+					t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("Prove did not return after the holder died")
@@ -82,7 +91,7 @@ func TestProveRefusesCommandWithoutWholeTree(t *testing.T) {
 	ten := startTenure(t, shape{bare: true, escapee: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a Prove that watches returns only then
 	defer cancel()
-	err := (&Prover{}).Prove(ctx, record(ten.where))
+	_, err := (&Prover{}).Prove(ctx, record(ten.where))
 	if !errors.Is(err, ErrUnprovable) || !strings.Contains(err.Error(), "no cgroup of its own") {
 		t.Fatalf("Prove = %v, want ErrUnprovable saying the command has no cgroup of its own", err)
 	}
@@ -106,13 +115,13 @@ func TestProveNeverOnStoppedHolder(t *testing.T) {
 		return len(data) > 0 && stateOf(data) == 'T'
 	})
 	select {
-	case err := <-done:
-		t.Fatalf("Prove of a stopped holder = %v, want it to keep watching", err)
+	case r := <-done:
+		t.Fatalf("Prove of a stopped holder = %v, want it to keep watching", r.err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Prove after its context ended = %v, want context.Canceled", err)
+	if r := <-done; !errors.Is(r.err, context.Canceled) {
+		t.Errorf("Prove after its context ended = %v, want context.Canceled", r.err)
 	}
 	if !running(ten.command) || !running(ten.sleeper) {
 		t.Error("Prove of a stopped holder killed its command or group")
@@ -172,7 +181,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ten.where
 			tc.edit(&w)
-			err := (&Prover{}).Prove(t.Context(), record(w))
+			_, err := (&Prover{}).Prove(t.Context(), record(w))
 			if !errors.Is(err, ErrUnprovable) {
 				t.Fatalf("Prove = %v, want ErrUnprovable", err)
 			}
@@ -187,7 +196,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 	t.Run("malformed", func(t *testing.T) {
 		rec := record(ten.where)
 		rec.Where += " "
-		if err := (&Prover{}).Prove(t.Context(), rec); !errors.Is(err, ErrUnprovable) {
+		if _, err := (&Prover{}).Prove(t.Context(), rec); !errors.Is(err, ErrUnprovable) {
 			t.Errorf("Prove = %v, want ErrUnprovable", err)
 		}
 	})
@@ -215,9 +224,9 @@ func TestProveSparesProcessThatReusedCommandsPid(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Prove = %v, want nil (the command and its group are gone)", err)
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Prove = %v, want nil (the command and its group are gone)", r.err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Prove did not return after the holder died")
@@ -251,4 +260,96 @@ func startWithPid(t *testing.T, pid int) int {
 	}
 	t.Fatalf("could not start a process with pid %d", pid)
 	return 0
+}
+
+// TestProveTakesEndedTenure: a holder that ends its tenure as leaderrun
+// does (its command's whole tree gone, then its end signal) is proved
+// done at once, alive, without a signal sent.
+func TestProveTakesEndedTenure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sh   shape
+	}{
+		{"command in a cgroup", shape{end: true}},
+		{"command with an escaped sleeper", shape{end: true, escapee: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ten := startTenure(t, tc.sh)
+			done := prove(t, t.Context(), record(ten.where))
+			if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case r := <-done:
+				if r.err != nil || !r.ended {
+					t.Fatalf("Prove = %v, %v; want true, nil once the holder ended its tenure", r.ended, r.err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Prove did not return after the holder ended its tenure")
+			}
+			if !running(ten.holder.Process.Pid) {
+				t.Error("the holder is dead; want it alive (nothing may signal it)")
+			}
+			if running(ten.command) || running(ten.sleeper) {
+				t.Errorf("command running %v, sleeper running %v: the holder's end came before its tree was gone",
+					running(ten.command), running(ten.sleeper))
+			}
+		})
+	}
+}
+
+// TestProveIgnoresEndWhileCommandRuns: an end signal while the command
+// still runs proves nothing and kills nothing (a dying holder closes its
+// files before its pidfd reports the exit; anything else sending it is
+// not leaderrun ending a tenure); the holder's death still proves it dead.
+func TestProveIgnoresEndWhileCommandRuns(t *testing.T) {
+	ten := startTenure(t, shape{end: true})
+	done := prove(t, t.Context(), record(ten.where))
+	if err := ten.holder.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("Prove = %v, %v after an end signal with the command running; want it to keep watching", r.ended, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if !running(ten.command) || !running(ten.sleeper) {
+		t.Fatalf("command running %v, sleeper running %v: an end signal made Prove kill", running(ten.command), running(ten.sleeper))
+	}
+	if err := ten.holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.ended {
+			t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prove did not return after the holder died")
+	}
+	if running(ten.command) || running(ten.sleeper) {
+		t.Errorf("after Prove, command running = %v, sleeper running = %v; want both dead", running(ten.command), running(ten.sleeper))
+	}
+}
+
+// TestProveChecksEndSignalIdentity: a Where whose end signal names
+// another descriptor of the holder, or another pipe inode, is watched for
+// the holder's death only.
+func TestProveChecksEndSignalIdentity(t *testing.T) {
+	ten := startTenure(t, shape{end: true})
+	w := ten.where
+	w.EndIno++
+	done := prove(t, t.Context(), record(w))
+	if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("Prove = %v, %v on another pipe's end; want it to keep watching", r.ended, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	ten.holder.Process.Kill()
+	if r := <-done; r.err != nil || r.ended {
+		t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
+	}
 }

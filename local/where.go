@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,12 +26,19 @@ type Where struct {
 	Child      int
 	ChildStart uint64
 	Pgid       int
+	// EndFD and EndIno name the holder's EndSignal: its descriptor in the
+	// holder and the pipe's inode; EndIno is 0 when it has none.
+	EndFD  int
+	EndIno uint64
 }
 
-// version is the first word of every encoded Where. A decoder refuses any
-// other: a follower that does not know a newer format falls back to the
-// lease's expiry.
-const version = "v1"
+// version is the first word of an encoded Where, versionEnd that of one
+// with an EndSignal. A decoder refuses any other: a follower that does not
+// know a newer format falls back to the lease's expiry.
+const (
+	version    = "v1"
+	versionEnd = "v2"
+)
 
 // maxWhere bounds an encoded Where; a longer one is refused unread.
 const maxWhere = 256
@@ -38,14 +46,26 @@ const maxWhere = 256
 // maxPid is the kernel's PID_MAX_LIMIT: no pid is larger.
 const maxPid = 1 << 22
 
-// keys are the encoding's fields after the version, in their only order.
-var keys = [...]string{"boot", "pidns", "pid", "start", "child", "child_start", "pgid"}
+// maxFD is the kernel's NR_OPEN: no file descriptor is larger.
+const maxFD = 1<<20 - 1
+
+// keys are the encoding's fields after the version, in their only order;
+// versionEnd adds endKeys.
+var (
+	keys    = []string{"boot", "pidns", "pid", "start", "child", "child_start", "pgid"}
+	endKeys = []string{"end_fd", "end_ino"}
+)
 
 // String encodes w as "v1 boot=… pidns=… pid=… start=… child=…
-// child_start=… pgid=…", the form Parse reads.
+// child_start=… pgid=…", or with an EndSignal as "v2 …" followed by
+// " end_fd=… end_ino=…": the forms Parse reads.
 func (w Where) String() string {
-	return fmt.Sprintf("%s boot=%s pidns=%d pid=%d start=%d child=%d child_start=%d pgid=%d",
-		version, w.Boot, w.PIDNS, w.Pid, w.Start, w.Child, w.ChildStart, w.Pgid)
+	s := fmt.Sprintf("boot=%s pidns=%d pid=%d start=%d child=%d child_start=%d pgid=%d",
+		w.Boot, w.PIDNS, w.Pid, w.Start, w.Child, w.ChildStart, w.Pgid)
+	if w.EndIno == 0 {
+		return version + " " + s
+	}
+	return fmt.Sprintf("%s %s end_fd=%d end_ino=%d", versionEnd, s, w.EndFD, w.EndIno)
 }
 
 // ErrVersion is wrapped by Parse's error for a Where in a format this
@@ -65,17 +85,22 @@ func Parse(s string) (Where, error) {
 		return w, fmt.Errorf("parse where: %d bytes, more than %d", len(s), maxWhere)
 	}
 	fields := strings.Split(s, " ")
-	if fields[0] != version {
+	want := keys
+	switch fields[0] {
+	case version:
+	case versionEnd:
+		want = append(slices.Clip(keys), endKeys...)
+	default:
 		return w, fmt.Errorf("parse where: %w %.16q", ErrVersion, fields[0])
 	}
-	if len(fields) != 1+len(keys) {
-		return w, fmt.Errorf("parse where: %d fields, want %d", len(fields), 1+len(keys))
+	if len(fields) != 1+len(want) {
+		return w, fmt.Errorf("parse where: %d fields, want %d", len(fields), 1+len(want))
 	}
-	vals := make([]string, len(keys))
+	vals := make([]string, len(want))
 	for i, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")
-		if !ok || k != keys[i] {
-			return w, fmt.Errorf("parse where: field %d is %.24q, want %s=…", i+1, f, keys[i])
+		if !ok || k != want[i] {
+			return w, fmt.Errorf("parse where: field %d is %.24q, want %s=…", i+1, f, want[i])
 		}
 		vals[i] = v
 	}
@@ -83,6 +108,7 @@ func Parse(s string) (Where, error) {
 		return w, fmt.Errorf("parse where: boot=%.40q is not a boot id", vals[0])
 	}
 	w.Boot = vals[0]
+	var endFD uint64
 	nums := []struct {
 		dst      *uint64
 		min, max uint64
@@ -94,9 +120,18 @@ func Parse(s string) (Where, error) {
 		{&w.ChildStart, 0, 1<<64 - 1},
 		{nil, 1, maxPid}, // pgid
 	}
+	if len(want) > len(keys) {
+		nums = append(nums, []struct {
+			dst      *uint64
+			min, max uint64
+		}{
+			{&endFD, 0, maxFD},
+			{&w.EndIno, 1, 1<<64 - 1},
+		}...)
+	}
 	var pids []int
 	for i, n := range nums {
-		k, v := keys[1+i], vals[1+i]
+		k, v := want[1+i], vals[1+i]
 		u, err := parseDecimal(v)
 		if err != nil || u < n.min || u > n.max {
 			return w, fmt.Errorf("parse where: %s=%.24q is not a number from %d to %d", k, v, n.min, n.max)
@@ -107,7 +142,7 @@ func Parse(s string) (Where, error) {
 			pids = append(pids, int(u))
 		}
 	}
-	w.Pid, w.Child, w.Pgid = pids[0], pids[1], pids[2]
+	w.Pid, w.Child, w.Pgid, w.EndFD = pids[0], pids[1], pids[2], int(endFD)
 	if w.Child == w.Pid {
 		return Where{}, fmt.Errorf("parse where: the command's pid %d is the holder's", w.Child)
 	}

@@ -11,7 +11,24 @@ var sample = Where{Boot: "0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a", PIDNS: 40265318
 
 const sampleText = "v1 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210"
 
+// sampleEnd is sample with an EndSignal: the v2 form.
+var sampleEnd = func() Where { w := sample; w.EndFD, w.EndIno = 7, 123456; return w }()
+
+const sampleEndText = "v2 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210 end_fd=7 end_ino=123456"
+
 func TestWhereRoundTrip(t *testing.T) {
+	if got, want := sampleEnd.String(), sampleEndText; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	if w, err := Parse(sampleEndText); err != nil || w != sampleEnd {
+		t.Errorf("Parse(%q) = %+v, %v; want %+v", sampleEndText, w, err, sampleEnd)
+	}
+	fd0 := sampleEnd
+	fd0.EndFD = 0 // a holder whose stdin is closed
+	if got, err := Parse(fd0.String()); err != nil || got != fd0 {
+		t.Errorf("Parse(%q) = %+v, %v; want %+v", fd0.String(), got, err, fd0)
+	}
+
 	if got, want := sample.String(), sampleText; got != want {
 		t.Errorf("String = %q, want %q", got, want)
 	}
@@ -33,7 +50,13 @@ func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, in string }{
 		{"empty", ""},
 		{"version only", "v1"},
-		{"other version", swap("v1 ", "v2 ")},
+		{"other version", swap("v1 ", "v3 ")},
+		{"v2 without its end signal", swap("v1 ", "v2 ")},
+		{"v1 with an end signal", sampleText + " end_fd=7 end_ino=123456"},
+		{"v2 with inode 0", strings.Replace(sampleEndText, "end_ino=123456", "end_ino=0", 1)},
+		{"v2 with a descriptor above the kernel's limit", strings.Replace(sampleEndText, "end_fd=7", "end_fd=1048576", 1)},
+		{"v2 with end fields swapped", strings.Replace(sampleEndText, "end_fd=7 end_ino=123456", "end_ino=123456 end_fd=7", 1)},
+		{"v2 with a negative descriptor", strings.Replace(sampleEndText, "end_fd=7", "end_fd=-1", 1)},
 		{"no version", strings.TrimPrefix(sampleText, "v1 ")},
 		{"uppercase version", swap("v1 ", "V1 ")},
 		{"missing field", swap(" pgid=1210", "")},
@@ -75,8 +98,8 @@ func TestParseRefuses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse(strings.Replace(sampleText, "v1 ", "v2 ", 1)); !errors.Is(err, ErrVersion) {
-		t.Errorf("Parse of a v2 record = %v, want ErrVersion", err)
+	if _, err := Parse(strings.Replace(sampleText, "v1 ", "v3 ", 1)); !errors.Is(err, ErrVersion) {
+		t.Errorf("Parse of a v3 record = %v, want ErrVersion", err)
 	}
 }
 
@@ -84,6 +107,7 @@ func TestParseRefuses(t *testing.T) {
 // accepts encodes back to the same text.
 func FuzzParse(f *testing.F) {
 	f.Add(sampleText)
+	f.Add(sampleEndText)
 	f.Add(strings.Replace(sampleText, "pid=1200", "pid=01200", 1))
 	f.Fuzz(func(t *testing.T, s string) {
 		w, err := Parse(s)
