@@ -149,5 +149,7 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 		log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
 			"dead_token", w.rec.Token)
 	}
-	return e.newTenure(rec, sent, false), nil
+	t := e.newTenure(rec, sent, false)
+	t.seized = true
+	return t, nil
 }

@@ -40,7 +40,15 @@ type Tenure struct {
 	// Abandon, StepAside): its Owner stops claiming it.
 	over     func()
 	overOnce sync.Once
+	// seized: taken with Seize after a Prover's proof that the previous
+	// tenure's processes are gone.
+	seized bool
 }
+
+// Seized reports whether the tenure was taken with Seize, after a proof
+// that the previous holder on this host was gone, or done, with every
+// process it ran.
+func (t *Tenure) Seized() bool { return t.seized }
 
 // newTenure starts the tenure of rec, granted by a call sent at sent. An
 // external tenure does not renew itself: report tells it the outcome of

@@ -63,6 +63,28 @@ func (s *EndSignal) Mark(w Where) Where {
 	return w
 }
 
+// Watched reports whether a follower has the end signal open (a pipe
+// whose every read end is closed polls as an error for its writer). A nil
+// or sent s is not watched.
+func (s *EndSignal) Watched() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fd < 0 {
+		return false
+	}
+	pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLOUT}}
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0 && pfd[0].Revents&unix.POLLERR == 0
+	}
+}
+
 // Send tells the followers that the tenure is over: call it only once the
 // command's whole tree is gone and no other will start in the tenure.
 // Later calls, and calls on a nil s, do nothing.

@@ -36,6 +36,9 @@ func NewEndSignal() (*EndSignal, error) {
 // Mark returns w.
 func (s *EndSignal) Mark(w Where) Where { return w }
 
+// Watched reports false.
+func (s *EndSignal) Watched() bool { return false }
+
 // Send does nothing.
 func (s *EndSignal) Send() {}
 

@@ -40,11 +40,11 @@ var (
 )
 
 // childCgroups returns the directory under which Start creates the
-// children's cgroups, or "" when it cannot. Every call also kills and
-// removes what dead leaderrun processes of this PID namespace left there:
-// a follower that takes a name over from a leaderrun that died kills what
-// that one's command left before it starts its own.
-func childCgroups(logger *slog.Logger) string {
+// children's cgroups, or "" when it cannot. With reclaim, it also kills
+// and removes what dead leaderrun processes of this PID namespace left
+// there: a follower that takes a name over from a leaderrun that died
+// kills what that one's command left before it starts its own.
+func childCgroups(logger *slog.Logger, reclaim bool) string {
 	cgroupBaseOnce.Do(func() {
 		dir, err := ownCgroupDir()
 		if err != nil {
@@ -59,7 +59,7 @@ func childCgroups(logger *slog.Logger) string {
 		os.Remove(probe)
 		cgroupBase = dir
 	})
-	if cgroupBase != "" {
+	if cgroupBase != "" && reclaim {
 		removeDeadCgroups(cgroupBase, logger)
 	}
 	return cgroupBase
@@ -252,5 +252,5 @@ func ReclaimCgroups(logger *slog.Logger) bool {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return childCgroups(logger) != ""
+	return childCgroups(logger, true) != ""
 }

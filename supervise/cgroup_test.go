@@ -18,7 +18,7 @@ import (
 // requireCgroups skips where children get no cgroup of their own.
 func requireCgroups(t *testing.T) string {
 	t.Helper()
-	base := childCgroups(slog.New(slog.DiscardHandler))
+	base := childCgroups(slog.New(slog.DiscardHandler), true)
 	if base == "" {
 		citest.Missing(t, "cannot create cgroups here (cgroup v2, as root or delegated); CI runs as root")
 	}
@@ -151,6 +151,43 @@ func TestEveryStartReclaimsDeadSupervisorsCgroups(t *testing.T) {
 	base := requireCgroups(t)
 	first := startHelper(t, Spec{}, "exit", "0")
 	<-first.Done()
+	orphan := deadSupervisorsOrphan(t, base)
+
+	ready := filepath.Join(t.TempDir(), "ready")
+	next := startHelper(t, Spec{}, "sleep", ready)
+	waitFile(t, ready)
+	defer next.Stop()
+	if st := procState(orphan); st != "" && st != "Z" {
+		t.Errorf("the dead supervisor's escapee is alive (state %s) when the next child runs", st)
+	}
+}
+
+// A Start after a proved takeover (Spec.Proved) leaves the reclaim to the
+// next Start: it is off the new command's way.
+func TestProvedStartLeavesReclaimToTheNext(t *testing.T) {
+	base := requireCgroups(t)
+	first := startHelper(t, Spec{}, "exit", "0")
+	<-first.Done()
+	orphan := deadSupervisorsOrphan(t, base)
+
+	ready := filepath.Join(t.TempDir(), "ready")
+	proved := startHelper(t, Spec{Proved: true}, "sleep", ready)
+	waitFile(t, ready)
+	defer proved.Stop()
+	if st := procState(orphan); st == "" || st == "Z" {
+		t.Fatalf("a proved Start reclaimed the dead supervisor's cgroup (its escapee's state %q)", st)
+	}
+	second := startHelper(t, Spec{}, "exit", "0")
+	<-second.Done()
+	if st := procState(orphan); st != "" && st != "Z" {
+		t.Errorf("the dead supervisor's escapee is alive (state %s) after the next Start", st)
+	}
+}
+
+// deadSupervisorsOrphan makes, under base, the cgroup of a leaderrun that
+// died, with a process in it, and returns that process's pid.
+func deadSupervisorsOrphan(t *testing.T, base string) int {
+	t.Helper()
 
 	deadStat := deadProcess(t)
 	self, _ := procstat.Self()
@@ -166,12 +203,6 @@ func TestEveryStartReclaimsDeadSupervisorsCgroups(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(orphanDir, "cgroup.procs"), []byte(strconv.Itoa(orphan.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
-
-	ready := filepath.Join(t.TempDir(), "ready")
-	next := startHelper(t, Spec{}, "sleep", ready)
-	waitFile(t, ready)
-	defer next.Stop()
-	if st := procState(orphan.Process.Pid); st != "" && st != "Z" {
-		t.Errorf("the dead supervisor's escapee is alive (state %s) when the next child runs", st)
-	}
+	go orphan.Wait() // reap it once killed
+	return orphan.Process.Pid
 }

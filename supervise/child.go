@@ -63,7 +63,7 @@ func Start(spec Spec) (*Child, error) {
 	}
 	c.spec.Env = append(c.spec.Env[:len(c.spec.Env):len(c.spec.Env)], tagEnv+"="+c.tag)
 	if base := ""; !spec.noCgroup {
-		if base = childCgroups(c.logger); base != "" {
+		if base = childCgroups(c.logger, !spec.Proved); base != "" {
 			if c.cg, err = newCgroup(base); err != nil {
 				c.logger.Debug("the child gets no cgroup of its own", "err", err)
 			}
