@@ -633,7 +633,10 @@ func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []store
 		// over at once once the dead leader's tree is gone; that it was
 		// gone is the overlap check's to prove (the lock, the pids). A
 		// frozen leader (SIGSTOP) is alive: no early takeover then.
-		fast := rd.kind == faultKill && rd.part == ""
+		// Nor after any fault whose tenure ended with the leader's end
+		// signal (its child's tree gone at its renew deadline, say): its
+		// successor may seize at once, as the overlap check judges.
+		fast := rd.kind == faultKill && rd.part == "" || rd.endSignalled
 		if early := tm.ttl - tm.deadline - earlyTolerance; rd.gotNext && rd.kind != faultTerm && !fast && !transient(rd.kind) && rd.latency < early && !rd.endedBefore {
 			res.violations = append(res.violations, fmt.Sprintf("%s: new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
 				what, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))

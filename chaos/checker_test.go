@@ -181,6 +181,16 @@ func TestCheckNewLeaderTiming(t *testing.T) {
 	if res := checkOne(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); hasViolation(res, "before the lease could expire") {
 		t.Errorf("violations %q; a SIGKILLed one-name leader may be followed at once", res.violations)
 	}
+	// So may a leader cut off from its store whose tenure ended with its
+	// end signal: its successor took the name once its tree was gone.
+	cut := faultRound(1, faultBlackhole, variantPlain, 1, 14*sec, 0, evs[2])
+	if res := checkOne(evs, []*round{cut}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "before the lease could expire") {
+		t.Errorf("violations %q; want an early takeover of a leader cut off from its store", res.violations)
+	}
+	cut.endSignalled = true
+	if res := checkOne(evs, []*round{cut}, nil, nil, testTiming, time.Second, nil); hasViolation(res, "before the lease could expire") {
+		t.Errorf("violations %q; a takeover at the leader's end signal may come at once", res.violations)
+	}
 }
 
 func TestCheckKnownDefectIsReportedNotFailed(t *testing.T) {

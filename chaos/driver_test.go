@@ -65,6 +65,10 @@ type round struct {
 	// the renew deadline, or a hand-off began) when the fault came, so its
 	// successor may start early.
 	endedBefore bool
+	// endSignalled: the successor took the name at the old leader's end
+	// signal (package local), once the leader's command and its tree
+	// were gone: it may start before the old lease could expire.
+	endSignalled bool
 	// blockedStore: on SQLite, other replicas found the database locked
 	// while the replica was frozen; storeBlocked: and the next child
 	// started only after the thaw (known limitation L1).
@@ -177,6 +181,7 @@ func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) (rounds []*ro
 	blocked := c.store == "sqlite" && kind == faultStop && c.storeBlockedDuring(f.target, f.at, f.healAt)
 	for _, rd := range rounds {
 		rd.endedBefore = tenureEndedBefore(rd.rep.logPath, rd.part, rd.token, rd.at)
+		rd.endSignalled = rd.part == "" && c.tookAtEndSignal(rd.token)
 		rd.blockedStore = blocked
 		rd.storeBlocked = blocked && rd.gotNext && rd.next.time().After(rd.healAt)
 	}
@@ -447,11 +452,12 @@ func (c *cluster) replaced(rd *round) bool {
 
 // logLine is what the suite reads of a replica's JSON log line.
 type logLine struct {
-	Time      time.Time `json:"time"`
-	Msg       string    `json:"msg"`
-	Token     int64     `json:"token"`
-	Partition *int      `json:"partition"`
-	Status    string    `json:"status"`
+	Time        time.Time `json:"time"`
+	Msg         string    `json:"msg"`
+	Token       int64     `json:"token"`
+	Partition   *int      `json:"partition"`
+	Status      string    `json:"status"`
+	LeaderToken int64     `json:"leader_token"`
 }
 
 // readLog parses a replica's JSON log, skipping lines that are not JSON.
@@ -489,6 +495,23 @@ func tenureEndedBefore(logPath, part string, token int64, at time.Time) bool {
 	for _, l := range readLog(logPath) {
 		if l.Token == token && l.of(part) && slices.Contains(tenureEnds, l.Msg) {
 			return l.Time.Before(at)
+		}
+	}
+	return false
+}
+
+// endSignalMsg is a replica's log line for a takeover at the leader's end
+// signal (package local).
+const endSignalMsg = "took over the lease at once from the leader on this host, which ended its tenure"
+
+// tookAtEndSignal reports whether a replica's log says that it took the
+// one name over from the tenure of token at that tenure's end signal.
+func (c *cluster) tookAtEndSignal(token int64) bool {
+	for _, r := range c.all {
+		for _, l := range readLog(r.logPath) {
+			if l.Msg == endSignalMsg && l.LeaderToken == token {
+				return true
+			}
 		}
 	}
 	return false

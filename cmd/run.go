@@ -388,21 +388,7 @@ func (l *leader) loop() error {
 		if l.holding(end) {
 			l.hold(ten, log, electedAt.Add(l.cfg.HoldAtLeast), end.why)
 		} else {
-			// The command's whole tree is gone: a follower on this host
-			// may take the name before the release reaches it through
-			// the store, unless the release reserves it for another.
-			early := !end.reserved
-			watched := early && sig.Watched()
-			if early {
-				sig.Send()
-			}
-			if watched && l.handedOver(ten) {
-				ten.Abandon()
-				log.Info("tenure over; a follower on this host took the name at our end signal", "why", end.why)
-				released = true
-			} else {
-				released = l.release(ten, log, end.why, early)
-			}
+			released = l.handBack(ten, end, sig, log)
 		}
 		sig.Send()
 		l.report.ended(ten, end.status, end.exited)
@@ -452,6 +438,25 @@ const successorWait = 100 * time.Millisecond
 // 7.87 ms with this pause (120 hand-offs, the two kinds of leader
 // alternating).
 const successorQuiet = 20 * time.Millisecond
+
+// handBack ends a tenure whose command's whole tree is gone: it sends the
+// end signal, so that a follower on this host may take the name before a
+// release reaches it through the store (unless the release reserves the
+// name for another: then after it), and releases. It reports whether the
+// name was released or taken over.
+func (l *leader) handBack(ten *lease.Tenure, end tenureEnd, sig *local.EndSignal, log *slog.Logger) bool {
+	if end.reserved {
+		return l.release(ten, log, end.why, false)
+	}
+	watched := sig.Watched()
+	sig.Send()
+	if watched && l.handedOver(ten) {
+		ten.Abandon()
+		log.Info("tenure over; a follower on this host took the name at our end signal", "why", end.why)
+		return true
+	}
+	return l.release(ten, log, end.why, true)
+}
 
 // handOverLook is how long after its end signal a leader that a follower
 // on this host watches first leaves the store alone, and handOverWait how

@@ -8,11 +8,12 @@ import (
 )
 
 // Prover proves, on the host where a tenure's holder runs, that the tenure
-// is over before its lease expires: that the holder is dead and that
-// everything it ran is gone. Campaign asks it about every held record that
-// carries a Where (Store.Annotate) and, once it has proved the holder
-// dead, takes the name with Store.Seize instead of waiting for the lease to
-// expire. Package local implements it for holders on this host.
+// is over before its lease expires: that the holder is dead, or has ended
+// the tenure, and that everything it ran is gone. Campaign asks it about
+// every held record that carries a Where (Store.Annotate) and, once it has
+// proved that, takes the name with Store.Seize instead of waiting for the
+// lease to expire or the release to reach it. Package local implements it
+// for holders on this host.
 type Prover interface {
 	// Prove blocks while rec's holder lives and holds its tenure, and
 	// returns a nil error once it has proved the holder dead, or (ended
