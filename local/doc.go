@@ -28,11 +28,11 @@
 // without such a cgroup is not proved: a process that left its group
 // (setsid) would outlive the kill.
 //
-// A holder that ends its tenure gracefully says so on its host too: it
-// closes its EndSignal, a pipe that a watching follower opened through
-// /proc, once its command's whole tree is gone. A follower that reads end
-// of file from a living holder signals nothing: it checks that the command
-// has exited and its cgroup is empty, and then takes the name at once,
-// without waiting for the release to reach it through the store.
+// A holder that ends its tenure gracefully says so on its host too: once
+// its command's whole tree is gone, it writes into its EndSignal, a pipe
+// that a watching follower opened through /proc (a holder that dies only
+// closes it). A follower that reads a byte signals nothing: it checks that
+// the command has exited and its cgroup is empty, and then takes the name
+// at once, without waiting for the release to reach it through the store.
 // docs/design.md has the full argument.
 package local

@@ -18,17 +18,18 @@ import (
 // tenure is over and that its command's whole tree is gone: the write end
 // of a pipe that only the holder holds (close-on-exec, so no command
 // inherits it), which a follower opens for reading through /proc while the
-// holder lives. When the holder closes it, or dies, every reader reads end
-// of file at once, with no store round trip: the follower may then take
-// the name with Store.Seize, which a graceful hand-over otherwise learns
+// holder lives. Send writes endBytes bytes into it, of which each reader
+// takes one, and closes it; a holder that dies closes it without writing,
+// so its followers read end of file and nothing else. With no store round
+// trip, a follower that read a byte may then take the name with
+// Store.Seize, which a graceful hand-over otherwise learns
 // of only from the store (a PostgreSQL NOTIFY took 1.2 ms p50 to arrive
 // after the release was sent; 3 replicas on a 2-core machine).
 //
 // The holder records the pipe in its Where (EndFD, EndIno). A follower
-// checks that the descriptor it opened is a pipe with that inode; on end
-// of file from a holder that still lives it only looks, never kills: the
-// command must have exited and its cgroup must be empty or removed, or the
-// proof fails (prover_linux.go).
+// checks that the descriptor it opened is a pipe with that inode; on a byte
+// it only looks, never kills: the command must have exited and its cgroup
+// must be empty or removed (prover_linux.go).
 type EndSignal struct {
 	mu  sync.Mutex // guards fd
 	fd  int        // the write end; -1 once closed
@@ -38,7 +39,7 @@ type EndSignal struct {
 // NewEndSignal opens a tenure's end signal.
 func NewEndSignal() (*EndSignal, error) {
 	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	unix.Close(p[0]) // followers open their own read ends
@@ -85,6 +86,10 @@ func (s *EndSignal) Watched() bool {
 	}
 }
 
+// endBytes is how many followers on one host an EndSignal can tell: each
+// takes one byte. (A write this small into an empty pipe is whole.)
+const endBytes = 64
+
 // Send tells the followers that the tenure is over: call it only once the
 // command's whole tree is gone and no other will start in the tenure.
 // Later calls, and calls on a nil s, do nothing.
@@ -95,6 +100,8 @@ func (s *EndSignal) Send() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fd >= 0 {
+		var b [endBytes]byte
+		unix.Write(s.fd, b[:]) // EPIPE: nobody watches
 		unix.Close(s.fd)
 		s.fd = -1
 	}
@@ -132,20 +139,24 @@ func openEnd(w Where) (*endReader, error) {
 
 func (r *endReader) Close() error { return r.f.Close() }
 
-// wait blocks until the holder's end of the pipe is closed (end of file),
-// or until ctx ends. Nothing is ever written to it: data is an error.
+// errNoEnd is wait's error for an end signal closed without a word: the
+// holder died.
+var errNoEnd = errors.New("the leader's end signal closed without a word")
+
+// wait blocks until it has read one byte of the holder's Send (nil), or
+// end of file without one (errNoEnd), or until ctx ends.
 func (r *endReader) wait(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { r.f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var b [1]byte
-	n, err := r.f.Read(b[:])
+	_, err := r.f.Read(b[:])
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case errors.Is(err, io.EOF):
-		return nil
 	case err == nil:
-		return fmt.Errorf("the leader's end signal carried data (%d byte)", n)
+		return nil
+	case errors.Is(err, io.EOF):
+		return errNoEnd
 	}
 	return fmt.Errorf("read the leader's end signal: %w", err)
 }

@@ -79,9 +79,9 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err e
 				log.Info("the leader on this host ended its tenure; its command's whole tree is gone")
 				return true, nil
 			}
-			// A holder that is dying closes its files before its pidfd
-			// reports the exit, while its command may still run: only
-			// its death proves anything now.
+			// Only the holder writes into the pipe, and only once its
+			// tree is gone: anything else proves nothing, and only its
+			// death can now.
 			log.Info("the leader's end signal came, but not from a finished tenure; waiting for the leader's death", "why", why)
 		}
 		err = <-dead
