@@ -60,6 +60,8 @@ func TestProveKillsDeadHoldersTree(t *testing.T) {
 	}{
 		{"sleeper in the command's group", shape{}},
 		{"sleeper escaped to a session of its own", shape{escapee: true}},
+		// Its death closes the end signal: that is no graceful end.
+		{"a holder with an end signal, its command alone", shape{end: true, alone: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ten := startTenure(t, tc.sh)
