@@ -473,22 +473,7 @@ const (
 // handedOver reports whether another holder took the name after ten within
 // handOverWait of its end signal.
 func (l *leader) handedOver(ten *lease.Tenure) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
-	defer cancel()
-	time.Sleep(handOverLook)
-	store := l.elector.Store
-	for {
-		rec, err := store.Get(ctx, l.cfg.Name)
-		switch {
-		case err != nil:
-			return false
-		case rec.Held() && rec.Token > ten.Token():
-			return true
-		}
-		if store.Wait(ctx, l.cfg.Name, rec, handOverWait) != nil || ctx.Err() != nil {
-			return false
-		}
-	}
+	return l.awaitNewer(ten, handOverLook, handOverWait, func(lease.Record) bool { return true })
 }
 
 // awaitSuccessor returns once another replica's command runs under the name
@@ -500,17 +485,27 @@ func (l *leader) handedOver(ten *lease.Tenure) bool {
 // on the successor's read, its acquire and its command's start: the
 // hand-off took about 5 ms longer. It first reads after successorQuiet.
 func (l *leader) awaitSuccessor(ten *lease.Tenure) {
-	ctx, cancel := context.WithTimeout(context.Background(), successorWait)
+	l.awaitNewer(ten, successorQuiet, successorWait, func(r lease.Record) bool { return r.Where != "" })
+}
+
+// awaitNewer leaves the store alone for quiet, then reads until the record
+// shows a tenure newer than ten for which ok holds (true), or until limit
+// (from the call) has passed or the store fails (false).
+func (l *leader) awaitNewer(ten *lease.Tenure, quiet, limit time.Duration, ok func(lease.Record) bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	time.Sleep(successorQuiet)
+	time.Sleep(quiet)
 	store := l.elector.Store
 	for {
 		rec, err := store.Get(ctx, l.cfg.Name)
-		if err != nil || rec.Held() && rec.Token > ten.Token() && rec.Where != "" {
-			return
+		switch {
+		case err != nil:
+			return false
+		case rec.Held() && rec.Token > ten.Token() && ok(rec):
+			return true
 		}
-		if store.Wait(ctx, l.cfg.Name, rec, successorWait) != nil {
-			return
+		if store.Wait(ctx, l.cfg.Name, rec, limit) != nil || ctx.Err() != nil {
+			return false
 		}
 	}
 }
