@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,14 +74,8 @@ func (s *EndSignal) Watched() bool {
 	if s.fd < 0 {
 		return false
 	}
-	pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLOUT}}
-	for {
-		n, err := unix.Poll(pfd, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n > 0 && pfd[0].Revents&unix.POLLERR == 0
-	}
+	revents, ok := pollNow(s.fd, unix.POLLOUT)
+	return ok && revents&unix.POLLERR == 0
 }
 
 // endBytes is how many followers on one host an EndSignal can tell: each
@@ -172,13 +164,10 @@ func treeGone(child *process, t tree) error {
 	if t.cgroup == "" {
 		return nil
 	}
-	data, err := os.ReadFile(filepath.Join(t.cgroup, "cgroup.events"))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
+	switch empty, _, err := cgroupEmpty(t.cgroup); {
 	case err != nil:
-		return fmt.Errorf("read its command's cgroup: %w", err)
-	case !strings.Contains(string(data), "populated 0"):
+		return err
+	case !empty:
 		return fmt.Errorf("its command's cgroup %s still holds processes", t.cgroup)
 	}
 	return nil

@@ -119,13 +119,20 @@ func (p *process) wait(ctx context.Context) error {
 
 // exited polls a pidfd without blocking.
 func exited(fd int) bool {
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	revents, ok := pollNow(fd, unix.POLLIN)
+	return ok && revents != 0
+}
+
+// pollNow polls fd for events without blocking and returns what it
+// reported; ok is false when poll failed or reported nothing.
+func pollNow(fd int, events int16) (revents int16, ok bool) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
 	for {
 		n, err := unix.Poll(pfd, 0)
 		if err == unix.EINTR {
 			continue
 		}
-		return err == nil && n > 0 && pfd[0].Revents != 0
+		return pfd[0].Revents, err == nil && n > 0
 	}
 }
 

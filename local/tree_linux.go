@@ -103,6 +103,20 @@ func holdersCgroup(w Where, pid int) (string, error) {
 	return dir, nil
 }
 
+// cgroupEmpty reports whether the cgroup dir holds no process: it says
+// "populated 0" in cgroup.events (exited processes awaiting their reaper
+// are no longer members), or it was removed (removed true).
+func cgroupEmpty(dir string) (empty, removed bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true, true, nil
+	case err != nil:
+		return false, false, fmt.Errorf("read the command's cgroup: %w", err)
+	}
+	return strings.Contains(string(data), "populated 0"), false, nil
+}
+
 // killCgroup kills every process in the cgroup dir (cgroup.kill), waits
 // until none is left (cgroup.events says "populated 0"; exited processes
 // awaiting their reaper are no longer members), and removes it.
@@ -114,14 +128,14 @@ func killCgroup(ctx context.Context, dir string) error {
 		return fmt.Errorf("kill the command's cgroup: %w", err)
 	}
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		empty, removed, err := cgroupEmpty(dir)
 		switch {
-		case errors.Is(err, os.ErrNotExist):
-			return nil
 		case err != nil:
-			return fmt.Errorf("read the command's cgroup: %w", err)
-		case strings.Contains(string(data), "populated 0"):
-			os.Remove(dir) // or the next leaderrun to start on this host
+			return err
+		case empty:
+			if !removed {
+				os.Remove(dir) // or the next leaderrun to start on this host
+			}
 			return nil
 		}
 		if err := pause(ctx, wait); err != nil {
