@@ -48,6 +48,19 @@ func prove(t *testing.T, ctx context.Context, rec lease.Record) <-chan proof {
 	return done
 }
 
+// returned waits for Prove's result, failing after 10 s: it did not return
+// after what happened.
+func returned(t *testing.T, done <-chan proof, after string) proof {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Prove did not return after %s", after)
+		return proof{}
+	}
+}
+
 // TestProveKillsDeadHoldersTree: once the holder died, Prove returns only
 // after the command and its sleeper are dead, the sleeper in the command's
 // group (nothing else would kill it: Pdeathsig reaches the command only)
@@ -69,13 +82,8 @@ func TestProveKillsDeadHoldersTree(t *testing.T) {
 			if err := ten.holder.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case r := <-done:
-				if r.err != nil || r.ended {
-					t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Prove did not return after the holder died")
+			if r := returned(t, done, "the holder died"); r.err != nil || r.ended {
+				t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
 			}
 			if running(ten.sleeper) || running(ten.command) {
 				t.Errorf("after Prove, command running = %v, sleeper running = %v; want both dead",
@@ -225,13 +233,8 @@ func TestProveSparesProcessThatReusedCommandsPid(t *testing.T) {
 	if err := ten.holder.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Fatalf("Prove = %v, want nil (the command and its group are gone)", r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Prove did not return after the holder died")
+	if r := returned(t, done, "the holder died"); r.err != nil {
+		t.Fatalf("Prove = %v, want nil (the command and its group are gone)", r.err)
 	}
 	if !running(reuser) {
 		t.Fatalf("the process that reused pid %d was killed", reuser)
@@ -281,13 +284,8 @@ func TestProveTakesEndedTenure(t *testing.T) {
 			if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case r := <-done:
-				if r.err != nil || !r.ended {
-					t.Fatalf("Prove = %v, %v; want true, nil once the holder ended its tenure", r.ended, r.err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Prove did not return after the holder ended its tenure")
+			if r := returned(t, done, "the holder ended its tenure"); r.err != nil || !r.ended {
+				t.Fatalf("Prove = %v, %v; want true, nil once the holder ended its tenure", r.ended, r.err)
 			}
 			if !running(ten.holder.Process.Pid) {
 				t.Error("the holder is dead; want it alive (nothing may signal it)")
@@ -321,13 +319,8 @@ func TestProveIgnoresEndWhileCommandRuns(t *testing.T) {
 	if err := ten.holder.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-done:
-		if r.err != nil || r.ended {
-			t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Prove did not return after the holder died")
+	if r := returned(t, done, "the holder died"); r.err != nil || r.ended {
+		t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
 	}
 	if running(ten.command) || running(ten.sleeper) {
 		t.Errorf("after Prove, command running = %v, sleeper running = %v; want both dead", running(ten.command), running(ten.sleeper))
