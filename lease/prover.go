@@ -32,6 +32,12 @@ type Prover interface {
 // on several hosts: Campaign logs it at debug level only.
 var ErrElsewhere = errors.New("the leader runs on another host or in another PID namespace")
 
+// ErrOtherTakes is Prove's error when another follower on the holder's
+// host proved the same ended tenure first and takes the name: this one
+// waits for the store to show the new holder (or, should that follower
+// fail, the holder's release).
+var ErrOtherTakes = errors.New("another follower on this host takes the name at the leader's end signal")
+
 // holderWatch is a Prove of one tenure, running while Campaign waits for
 // that tenure to end. One watch lives across the campaign's rounds for as
 // long as they see the same tenure: a Prove holds what it verified while
@@ -64,7 +70,12 @@ func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, l
 	go func() {
 		defer close(w.done)
 		w.ended, w.err = e.Prover.Prove(wctx, rec)
-		if w.err == nil || wctx.Err() != nil {
+		switch {
+		case w.err == nil || wctx.Err() != nil:
+			return
+		case errors.Is(w.err, ErrOtherTakes):
+			log.Debug("the leader on this host ended its tenure; another follower on this host takes the name",
+				"leader", rec.Holder, "leader_token", rec.Token)
 			return
 		}
 		level := slog.LevelInfo

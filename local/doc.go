@@ -32,7 +32,8 @@
 // its command's whole tree is gone, it writes into its EndSignal, a pipe
 // that a watching follower opened through /proc (a holder that dies only
 // closes it). A follower that reads a byte signals nothing: it checks that
-// the command has exited and its cgroup is empty, and then takes the name
-// at once, without waiting for the release to reach it through the store.
+// the command has exited and its cgroup is empty, claims the signal (of
+// the followers on the host, one does), and then takes the name at once,
+// without waiting for the release to reach it through the store.
 // docs/design.md has the full argument.
 package local

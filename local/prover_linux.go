@@ -35,8 +35,11 @@ var _ lease.Prover = (*Prover)(nil)
 // died, when it cannot kill or see the whole of the command's group (the
 // follower then waits for the expiry; the kills already sent stand). It
 // returns ended true when the holder lives but sent its EndSignal and its
-// command's whole tree is gone; an EndSignal that finds the tree still
-// there proves nothing, and it waits on for the holder's death.
+// command's whole tree is gone, and this follower is the first on the host
+// to claim the signal (it keeps the claim until ctx ends, so past the
+// Seize); the others return lease.ErrOtherTakes. An EndSignal that finds
+// the tree still there proves nothing, and it waits on for the holder's
+// death.
 func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err error) {
 	w, err := Parse(rec.Where)
 	if err != nil {
@@ -54,8 +57,15 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err e
 		// The death of the holder still proves the tenure over.
 		log.Debug("cannot watch for the leader's end signal; a graceful hand-over goes through the store", "err", err)
 	}
+	claimed := false // the end signal's claim outlives Prove
 	if end != nil {
-		defer end.Close()
+		defer func() {
+			if claimed {
+				context.AfterFunc(ctx, func() { end.Close() })
+			} else {
+				end.Close()
+			}
+		}()
 	}
 	log.Info("watching the leader on this host; should it die, its command's whole tree is killed and the lease taken at once")
 	// Both goroutines end at the latest when the deferred Closes above
@@ -76,6 +86,9 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err e
 		if !holder.exited() {
 			why := treeGone(child, tree)
 			if why == nil {
+				if claimed = end.claim(); !claimed {
+					return false, lease.ErrOtherTakes
+				}
 				log.Info("the leader on this host ended its tenure; its command's whole tree is gone")
 				return true, nil
 			}

@@ -298,6 +298,65 @@ func TestProveTakesEndedTenure(t *testing.T) {
 	}
 }
 
+// TestProveLetsOneFollowerTakeEndedTenure: of two followers that read the
+// same end signal, one proves the tenure ended and the other leaves the
+// name to it (lease.ErrOtherTakes); the claim lasts until the first's
+// context ends, past its Seize.
+func TestProveLetsOneFollowerTakeEndedTenure(t *testing.T) {
+	ten := startTenure(t, shape{end: true})
+	ctxA, cancelA := context.WithCancel(t.Context())
+	defer cancelA()
+	a := prove(t, ctxA, record(ten.where))
+	b := prove(t, t.Context(), record(ten.where))
+	if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := returned(t, a, "the holder ended its tenure"), returned(t, b, "the holder ended its tenure")
+	if ra.err == nil && rb.err == nil {
+		t.Fatalf("Prove = %v, %v and %v, %v; want one of the followers to leave the name to the other", ra.ended, ra.err, rb.ended, rb.err)
+	}
+	if ra.err != nil {
+		ra, rb = rb, ra
+	}
+	if !ra.ended || ra.err != nil || rb.ended || !errors.Is(rb.err, lease.ErrOtherTakes) {
+		t.Fatalf("Prove = %v, %v and %v, %v; want true, nil and false, ErrOtherTakes", ra.ended, ra.err, rb.ended, rb.err)
+	}
+}
+
+// TestEndClaimLastsUntilClosed: one reader of an end signal claims it;
+// another cannot until the first closes its end.
+func TestEndClaimLastsUntilClosed(t *testing.T) {
+	sig, err := NewEndSignal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sig.Send()
+	self, err := thisProcess()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sig.Mark(Where{Pid: self.Pid})
+	open := func() *endReader {
+		r, err := openEnd(w)
+		if err != nil || r == nil {
+			t.Fatalf("openEnd = %v, %v", r, err)
+		}
+		return r
+	}
+	a, b := open(), open()
+	defer b.Close()
+	if !a.claim() {
+		t.Fatal("the first claim failed; want it to succeed")
+	}
+	if b.claim() {
+		t.Fatal("a second reader claimed the end signal while the first held it")
+	}
+	a.Close()
+	if !b.claim() {
+		t.Fatal("the second reader could not claim the end signal after the first closed it")
+	}
+}
+
 // TestProveIgnoresEndWhileCommandRuns: an end signal while the command
 // still runs proves nothing and kills nothing (a dying holder closes its
 // files before its pidfd reports the exit; anything else sending it is
