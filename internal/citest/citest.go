@@ -5,9 +5,21 @@ package citest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"testing"
 )
+
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// server a test starts.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
 
 // InCI reports whether the tests run in CI.
 func InCI() bool { return os.Getenv("CI") != "" }

@@ -111,7 +111,12 @@ func Admin(dsn string) (*sql.DB, error) {
 // ends, and returns the server DSN that names it.
 func NewDatabase(tb testing.TB) (dsn, db string) {
 	tb.Helper()
-	base := Require(tb)
+	return NewDatabaseOn(tb, Require(tb))
+}
+
+// NewDatabaseOn is NewDatabase on the server of the DSN base.
+func NewDatabaseOn(tb testing.TB, base string) (dsn, db string) {
+	tb.Helper()
 	db = RandomName()
 	admin, err := Admin(base)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/citest"
 )
 
 // ServerBinary is the redis-server that StartServer runs.
@@ -53,7 +55,7 @@ func startServer(tb testing.TB, tls bool, args []string) *Server {
 	s := &Server{tb: tb, dir: tb.TempDir(), args: args, tls: tls}
 	var err error
 	for range 3 { // another process may take the port between picking and binding
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = citest.FreePort(); err != nil {
 			break
 		}
 		if err = s.start(); err == nil {
@@ -155,14 +157,4 @@ func (s *Server) start() error {
 	defer s.mu.Unlock()
 	s.proc, s.exited = cmd.Process, exited
 	return nil
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -186,24 +186,20 @@ func TestUserPrivileges(t *testing.T) {
 	}
 }
 
-// TestReadOnlyServerRefusesWrites makes the server read-only for users
+// TestReadOnlyServerRefusesWrites makes a server read-only for users
 // without the privilege to write anyway, as a replica is: Open (the tables
-// exist) succeeds, writes are refused.
+// exist) succeeds, writes are refused. The server is the test's own: on
+// the shared one, read_only would refuse the writes of every other test's
+// users (the chaos suite's replicas among them) while it lasted.
 func TestReadOnlyServerRefusesWrites(t *testing.T) {
-	dsn, dbName := newDatabase(t)
-	server := admin(t, serverDSN(t))
+	base := mysqltest.Private(t)
+	dsn, dbName := mysqltest.NewDatabaseOn(t, base)
+	server := admin(t, base)
 	user := newUser(t, server)
 	exec(t, server, "GRANT ALL ON `"+dbName+"`.* TO "+account(user))
 	as := editDSN(t, dsn, user, secret, nil)
 	openStore(t, as) // creates the tables
 	exec(t, server, "SET GLOBAL read_only = ON")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := server.ExecContext(ctx, "SET GLOBAL read_only = OFF"); err != nil {
-			t.Errorf("SET GLOBAL read_only = OFF: %v", err)
-		}
-	})
 	s := openStore(t, as)
 	_, err := s.Acquire(testCtx(t), "n", "a", time.Minute)
 	if !errors.Is(err, lease.ErrRefused) {
