@@ -300,13 +300,10 @@ func TestProveTakesEndedTenure(t *testing.T) {
 
 // TestProveLetsOneFollowerTakeEndedTenure: of two followers that read the
 // same end signal, one proves the tenure ended and the other leaves the
-// name to it (lease.ErrOtherTakes); the claim lasts until the first's
-// context ends, past its Seize.
+// name to it (lease.ErrOtherTakes).
 func TestProveLetsOneFollowerTakeEndedTenure(t *testing.T) {
 	ten := startTenure(t, shape{end: true})
-	ctxA, cancelA := context.WithCancel(t.Context())
-	defer cancelA()
-	a := prove(t, ctxA, record(ten.where))
+	a := prove(t, t.Context(), record(ten.where))
 	b := prove(t, t.Context(), record(ten.where))
 	if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
