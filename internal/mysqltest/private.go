@@ -79,15 +79,10 @@ func lookSbin(name string) string {
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	if p := filepath.Join("/usr/sbin", name); fileExists(p) {
+	if p, err := exec.LookPath(filepath.Join("/usr/sbin", name)); err == nil {
 		return p
 	}
 	return ""
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // awaitServer waits up to 30 s for dsn's server to answer, failing at
