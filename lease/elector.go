@@ -99,8 +99,9 @@ const maxJitter = 50 * time.Millisecond
 // Campaign blocks until holder acquires the name, and returns the tenure.
 // A held name makes it sleep until the holder's known expiry or until the
 // store reports a change, whichever is first; with a Prover, also until
-// the Prover proves the holder dead or its tenure ended, and then it takes
-// the name at once (Store.Seize). Store errors are logged and
+// the Prover proves the holder dead or its tenure ended, or has the
+// holder's word that it is ending its tenure, and then it takes the name
+// at once (Store.Seize), returning the tenure once the proof is complete. Store errors are logged and
 // retried with capped exponential back-off. Errors wrapping ErrRefused end
 // the campaign only while the store has never answered this Elector (a
 // configuration that cannot work); later they are retried like any other.
@@ -139,11 +140,11 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				e.logHeld(log, held.Record)
 			}
 			watch = e.watchHolder(ctx, watch, held.Record, log)
-			dead, err := e.waitHeld(ctx, held.Record, sleep, watch)
+			proved, err := e.waitHeld(ctx, held.Record, sleep, watch)
 			if err != nil {
 				return nil, err
 			}
-			if !dead {
+			if !proved {
 				continue
 			}
 			ten, err := e.seize(ctx, watch, log)
@@ -152,6 +153,8 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				return ten, nil
 			case ctx.Err() != nil:
 				return nil, ctx.Err()
+			case errors.Is(err, errSettleLost):
+				watch.spent = true
 			case errors.As(err, &held):
 				// A reservation keeps the name from this holder, or the
 				// tenure changed: campaign as usual.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -24,7 +25,15 @@ type Prover interface {
 	// cannot verify or signal): the follower then waits for the release
 	// or the expiry. A holder that is only frozen (SIGSTOP) is alive. It
 	// returns ctx's error promptly when ctx ends first.
-	Prove(ctx context.Context, rec Record) (ended bool, err error)
+	//
+	// When the living holder announces that it is ending its tenure (it
+	// is stopping its processes) and this follower is the one on the host
+	// to take the name, Prove calls ending, once, and goes on: the
+	// follower may take the name at once (Store.Seize), so that the store
+	// write overlaps the old processes' stop, but must act on it only
+	// after Prove has returned nil, or once the lease of rec would have
+	// expired.
+	Prove(ctx context.Context, rec Record, ending func()) (ended bool, err error)
 }
 
 // ErrElsewhere is wrapped by a Prove error that says the holder runs on
@@ -48,6 +57,10 @@ type holderWatch struct {
 	done   chan struct{} // closed when Prove has returned
 	err    error         // Prove's result; read only after done is closed
 	ended  bool          // Prove's result: the holder lives, its tenure ended
+	// ending is closed when Prove reported the holder's word that it is
+	// ending its tenure: the name may be seized before the proof is done.
+	ending     chan struct{}
+	endingOnce sync.Once
 	// spent: the store refused the Seize that followed the proof (a
 	// step-down reservation for another): wait for the name as usual.
 	spent bool
@@ -66,10 +79,10 @@ func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, l
 		return nil // nothing to prove, or this holder's own tenure (--hold-at-least)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w = &holderWatch{rec: rec, cancel: cancel, done: make(chan struct{})}
+	w = &holderWatch{rec: rec, cancel: cancel, done: make(chan struct{}), ending: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		w.ended, w.err = e.Prover.Prove(wctx, rec)
+		w.ended, w.err = e.Prover.Prove(wctx, rec, func() { w.endingOnce.Do(func() { close(w.ending) }) })
 		switch {
 		case w.err == nil || wctx.Err() != nil:
 			return
@@ -97,11 +110,17 @@ func (w *holderWatch) stop() {
 	}
 }
 
-// proved reports whether Prove has proved the holder dead, and the Seize
-// that follows may be tried.
+// proved reports whether the Seize may be tried: Prove has proved the
+// holder dead or its tenure over, or has the holder's word that it is
+// ending its tenure.
 func (w *holderWatch) proved() bool {
 	if w == nil || w.spent {
 		return false
+	}
+	select {
+	case <-w.ending:
+		return true
+	default:
 	}
 	select {
 	case <-w.done:
@@ -112,9 +131,9 @@ func (w *holderWatch) proved() bool {
 }
 
 // waitHeld waits, as Store.Wait does, for rec's tenure to change or for
-// timeout; with a watch, also for its proof that the holder is dead, and
-// reports that.
-func (e *Elector) waitHeld(ctx context.Context, rec Record, timeout time.Duration, w *holderWatch) (dead bool, err error) {
+// timeout; with a watch, also for the point where the Seize may be tried
+// (proved), and reports that.
+func (e *Elector) waitHeld(ctx context.Context, rec Record, timeout time.Duration, w *holderWatch) (proved bool, err error) {
 	if w.proved() {
 		return true, nil
 	}
@@ -125,6 +144,8 @@ func (e *Elector) waitHeld(ctx context.Context, rec Record, timeout time.Duratio
 	defer cancel()
 	go func() {
 		select {
+		case <-w.ending:
+			cancel()
 		case <-w.done:
 			if w.err == nil {
 				cancel()
@@ -144,7 +165,10 @@ func (e *Elector) waitHeld(ctx context.Context, rec Record, timeout time.Duratio
 	return false, err
 }
 
-// seize takes the name from the holder that w proved dead.
+// seize takes the name from the holder that w proved dead or done, or
+// that announced the end of its tenure. In that last case the old
+// processes may still be stopping: it returns the new tenure only once
+// the proof is complete (settle).
 func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (*Tenure, error) {
 	sent := e.clock()()
 	sctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
@@ -154,6 +178,20 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	t := e.newTenure(rec, sent, false)
+	select {
+	case <-w.done:
+	default:
+		log.Info("took over the lease from the leader on this host, which is stopping its command; ours starts once that one is gone",
+			"leader", w.rec.Holder, "leader_token", w.rec.Token)
+		proved, err := e.settle(ctx, t, w, log)
+		if err != nil {
+			return nil, err
+		}
+		if !proved {
+			return t, nil // not Seized: nothing says the old processes are gone
+		}
+	}
 	if w.ended {
 		log.Info("took over the lease at once from the leader on this host, which ended its tenure",
 			"leader", w.rec.Holder, "leader_token", w.rec.Token)
@@ -161,7 +199,51 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 		log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
 			"dead_token", w.rec.Token)
 	}
-	t := e.newTenure(rec, sent, false)
 	t.seized = true
 	return t, nil
+}
+
+// errSettleLost ends a settle whose tenure ended before the proof was
+// complete: Campaign campaigns on.
+var errSettleLost = errors.New("the seized tenure ended before the old leader's command was gone")
+
+// settle waits, after a Seize at the holder's word that it was ending its
+// tenure, for w's Prove to return, and reports whether it proved the old
+// processes gone. Without that proof (an error, or a holder frozen before
+// it could finish) it waits until a full LeaseDuration after the Seize
+// returned, when, with the replicas' shared --ttl, the old lease would
+// have expired at the latest: what waiting for the expiry without the
+// fast path would have given. The seized tenure renews meanwhile. It
+// returns errSettleLost when the tenure ends first, and ctx's error when
+// ctx ends first, the tenure abandoned in both cases: the name stays taken
+// until the seized lease expires, as the old processes may still run.
+func (e *Elector) settle(ctx context.Context, t *Tenure, w *holderWatch, log *slog.Logger) (proved bool, err error) {
+	expiry := time.NewTimer(e.LeaseDuration)
+	defer expiry.Stop()
+	select {
+	case <-w.done:
+		if w.err == nil {
+			return true, nil
+		}
+		log.Warn("cannot prove the old leader's command gone; ours starts when the old lease would have expired",
+			"leader", w.rec.Holder, "leader_token", w.rec.Token, "why", w.err, "wait", e.LeaseDuration)
+		select {
+		case <-expiry.C:
+			return false, nil
+		case <-t.Context().Done():
+		case <-ctx.Done():
+		}
+	case <-expiry.C:
+		log.Warn("the old leader on this host did not finish its stop within a lease duration (frozen?); starting ours as the lease's expiry would",
+			"leader", w.rec.Holder, "leader_token", w.rec.Token)
+		return false, nil
+	case <-t.Context().Done():
+	case <-ctx.Done():
+	}
+	t.Abandon()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	log.Warn("lost the seized lease before the old leader's command was gone; campaigning again", "why", context.Cause(t.Context()))
+	return false, errSettleLost
 }

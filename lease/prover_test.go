@@ -13,22 +13,34 @@ import (
 )
 
 // fakeProver proves every holder dead once dead is closed, or fails at
-// once with err.
+// once with err. With stopping, it first calls ending once stopping is
+// closed, and then fails with deadErr, if set, once dead is closed.
 type fakeProver struct {
-	dead  chan struct{}
-	err   error
-	calls atomic.Int32
-	ended atomic.Int32 // Proves that returned because their context ended
+	dead     chan struct{}
+	err      error
+	stopping chan struct{}
+	deadErr  error
+	calls    atomic.Int32
+	ended    atomic.Int32 // Proves that returned because their context ended
 }
 
-func (p *fakeProver) Prove(ctx context.Context, rec lease.Record) (bool, error) {
+func (p *fakeProver) Prove(ctx context.Context, rec lease.Record, ending func()) (bool, error) {
 	p.calls.Add(1)
 	if p.err != nil {
 		return false, p.err
 	}
+	if p.stopping != nil {
+		select {
+		case <-p.stopping:
+			ending()
+		case <-ctx.Done():
+			p.ended.Add(1)
+			return false, ctx.Err()
+		}
+	}
 	select {
 	case <-p.dead:
-		return false, nil
+		return false, p.deadErr
 	case <-ctx.Done():
 		p.ended.Add(1)
 		return false, ctx.Err()
@@ -213,5 +225,140 @@ func TestRefusedSeizeFallsBackToExpiry(t *testing.T) {
 			t.Errorf("Seize calls = %d, want %d (no retry of a refused takeover)", got, want)
 		}
 		ten.Release(context.Background())
+	})
+}
+
+// stoppingLeader is a holder "a" that annotated its record and is
+// stopping its command: it renews until its test ends.
+func stoppingLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) *lease.Tenure {
+	t.Helper()
+	ten := campaign(t, elector(m, "a", clock))
+	if err := ten.Annotate(context.Background(), "here"); err != nil {
+		t.Fatalf("Annotate: %v", err)
+	}
+	return ten
+}
+
+// TestCampaignSeizesAtEndingWordAndWaitsForProof: at the holder's word
+// that it is ending its tenure, b takes the name at once (the store shows
+// it), but Campaign returns the tenure only once the proof is complete.
+func TestCampaignSeizesAtEndingWordAndWaitsForProof(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		a := stoppingLeader(t, m, clock)
+		p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{})}
+		e := elector(m, "b", clock)
+		e.Prover = p
+		got := make(chan *lease.Tenure, 1)
+		go func() { got <- campaign(t, e) }()
+		time.Sleep(time.Second)
+		close(p.stopping)
+		synctest.Wait()
+		rec, err := m.Get(context.Background(), "relay")
+		if err != nil || rec.Holder != "b" || rec.Token <= a.Token() {
+			t.Fatalf("record after the word = %+v, %v; want b's, seized at once", rec, err)
+		}
+		time.Sleep(3 * time.Second) // b's tenure renews meanwhile
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("Campaign returned before the proof that the old command is gone")
+		default:
+		}
+		close(p.dead)
+		ten := <-got
+		if at := clock.now(); at != 4*time.Second {
+			t.Errorf("Campaign returned at %v, want when the proof came (4s)", at)
+		}
+		if ten.Token() != rec.Token || !ten.Seized() || ten.Context().Err() != nil {
+			t.Errorf("tenure token %d, seized %v, ended %v; want the live seized tenure %d", ten.Token(), ten.Seized(), ten.Context().Err(), rec.Token)
+		}
+		ten.Release(context.Background())
+		a.Abandon()
+	})
+}
+
+// TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration: when the
+// proof does not come after the word (a holder frozen mid-stop, or a
+// dead one whose tree cannot be seen), b starts no sooner than a lease
+// duration after its seize, when the old lease would have expired, and
+// its tenure does not claim a proof (Seized).
+func TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		at      time.Duration // when the proof ends, if it does
+		deadErr error
+	}{
+		{"frozen holder", 0, nil},
+		{"unprovable tree", 2 * time.Second, errors.New("cannot see the group")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &leasetest.Memory{}
+				clock := newFakeClock()
+				a := stoppingLeader(t, m, clock)
+				p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{}), deadErr: tc.deadErr}
+				e := elector(m, "b", clock)
+				e.Prover = p
+				got := make(chan *lease.Tenure, 1)
+				go func() { got <- campaign(t, e) }()
+				time.Sleep(time.Second)
+				close(p.stopping)
+				if tc.at > 0 {
+					time.Sleep(tc.at)
+					close(p.dead)
+				}
+				ten := <-got
+				if at, want := clock.now(), time.Second+ttl; at != want {
+					t.Errorf("Campaign returned at %v, want a lease duration after the seize (%v)", at, want)
+				}
+				if ten.Seized() || ten.Context().Err() != nil {
+					t.Errorf("tenure seized %v, ended %v; want a live tenure that claims no proof", ten.Seized(), ten.Context().Err())
+				}
+				ten.Release(context.Background())
+				a.Abandon()
+			})
+		})
+	}
+}
+
+// TestCampaignEndedWhileSettlingKeepsName: a campaign that ends after its
+// seize at the word but before the proof leaves the name taken (not
+// released: the old command may still run) until the seized lease
+// expires.
+func TestCampaignEndedWhileSettlingKeepsName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		a := stoppingLeader(t, m, clock)
+		p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{})}
+		e := elector(m, "b", clock)
+		e.Prover = p
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Campaign(ctx)
+			done <- err
+		}()
+		time.Sleep(time.Second)
+		close(p.stopping)
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Campaign = %v, want context.Canceled", err)
+		}
+		rec, err := m.Get(context.Background(), "relay")
+		if err != nil || rec.Holder != "b" || rec.Released {
+			t.Fatalf("record = %+v, %v; want b's, not released", rec, err)
+		}
+		c := elector(m, "c", clock)
+		c.Prover = &fakeProver{dead: make(chan struct{})}
+		ten := campaign(t, c)
+		if at := clock.now(); at < time.Second+ttl {
+			t.Errorf("c took the name at %v, before b's seized lease expired (%v)", at, time.Second+ttl)
+		}
+		ten.Release(context.Background())
+		a.Abandon()
 	})
 }

@@ -29,9 +29,10 @@ import (
 // it only looks, never kills: the command must have exited and its cgroup
 // must be empty or removed (prover_linux.go).
 type EndSignal struct {
-	mu  sync.Mutex // guards fd
-	fd  int        // the write end; -1 once closed
-	ino uint64
+	mu       sync.Mutex // guards fd and stopping
+	fd       int        // the write end; -1 once closed
+	ino      uint64
+	stopping bool // Stopping wrote its word
 }
 
 // NewEndSignal opens a tenure's end signal.
@@ -82,6 +83,30 @@ func (s *EndSignal) Watched() bool {
 // takes one byte. (A write this small into an empty pipe is whole.)
 const endBytes = 64
 
+// The words an EndSignal sends, one byte each. A leaderrun that knew only
+// the end took any byte for it, and checks the tree anyway.
+const (
+	wordEnded    byte = 0 // the tenure is over and the command's tree gone
+	wordStopping byte = 1 // the holder is stopping its command to end the tenure
+)
+
+// Stopping tells the followers that the holder has begun to stop its
+// command to end the tenure, and will start no other in it: the follower
+// that claims the signal may take the name at once, and start its own
+// command once Send or the holder's death says the old one is gone. It
+// sends only once; a nil or sent s does nothing.
+func (s *EndSignal) Stopping() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fd >= 0 && !s.stopping {
+		s.stopping = true
+		s.write(wordStopping)
+	}
+}
+
 // Send tells the followers that the tenure is over: call it only once the
 // command's whole tree is gone and no other will start in the tenure.
 // Later calls, and calls on a nil s, do nothing.
@@ -92,11 +117,19 @@ func (s *EndSignal) Send() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fd >= 0 {
-		var b [endBytes]byte
-		unix.Write(s.fd, b[:]) // EPIPE: nobody watches
+		s.write(wordEnded)
 		unix.Close(s.fd)
 		s.fd = -1
 	}
+}
+
+// write writes endBytes copies of word; s.mu is held.
+func (s *EndSignal) write(word byte) {
+	var b [endBytes]byte
+	for i := range b {
+		b[i] = word
+	}
+	unix.Write(s.fd, b[:]) // EPIPE: nobody watches
 }
 
 // endReader is a follower's read end of a holder's EndSignal.
@@ -152,26 +185,26 @@ func (r *endReader) claim() bool {
 	return !errors.Is(ferr, unix.EWOULDBLOCK)
 }
 
-// errNoEnd is wait's error for an end signal closed without a word: the
+// errNoEnd is read's error for an end signal closed without a word: the
 // holder died.
 var errNoEnd = errors.New("the leader's end signal closed without a word")
 
-// wait blocks until it has read one byte of the holder's Send (nil), or
+// read blocks until it has read one word of the holder's (nil error), or
 // end of file without one (errNoEnd), or until ctx ends.
-func (r *endReader) wait(ctx context.Context) error {
+func (r *endReader) read(ctx context.Context) (byte, error) {
 	stop := context.AfterFunc(ctx, func() { r.f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var b [1]byte
 	_, err := r.f.Read(b[:])
 	switch {
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return 0, ctx.Err()
 	case err == nil:
-		return nil
+		return b[0], nil
 	case errors.Is(err, io.EOF):
-		return errNoEnd
+		return 0, errNoEnd
 	}
-	return fmt.Errorf("read the leader's end signal: %w", err)
+	return 0, fmt.Errorf("read the leader's end signal: %w", err)
 }
 
 // treeGone reports, without signalling anything, whether the command and

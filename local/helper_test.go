@@ -69,10 +69,16 @@ func TestMain(m *testing.M) {
 		go func() { c.Wait(); close(reaped) }()
 		// SIGUSR1: end the tenure as leaderrun does (the command's whole
 		// tree killed and gone, then the end signal); SIGUSR2: send the
-		// end signal with the command still running.
+		// end signal with the command still running; SIGHUP: say that
+		// the tenure is ending, as leaderrun does when a stop signal
+		// comes, and do nothing else.
 		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				end.Stopping()
+				continue
+			}
 			if sig == syscall.SIGUSR1 {
 				if cgroup != "" {
 					killCgroup(context.Background(), cgroup)
@@ -127,7 +133,7 @@ type shape struct {
 	alone   bool // the command has no sleeper
 	escapee bool // the sleeper leaves the command's session and group
 	bare    bool // the command gets no cgroup of its own (else it must)
-	end     bool // the holder has an end signal (SIGUSR1, SIGUSR2)
+	end     bool // the holder has an end signal (SIGUSR1, SIGUSR2, SIGHUP)
 }
 
 // startTenure starts a holder whose command, unless sh.bare, runs in a

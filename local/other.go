@@ -21,7 +21,7 @@ type Prover struct {
 }
 
 // Prove implements lease.Prover; outside Linux it always fails.
-func (p *Prover) Prove(ctx context.Context, rec lease.Record) (bool, error) {
+func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (bool, error) {
 	return false, fmt.Errorf("%w: only Linux has pidfds", ErrUnprovable)
 }
 
@@ -41,6 +41,9 @@ func (s *EndSignal) Watched() bool { return false }
 
 // Send does nothing.
 func (s *EndSignal) Send() {}
+
+// Stopping does nothing.
+func (s *EndSignal) Stopping() {}
 
 // Here fails outside Linux.
 func Here(pid int, start uint64) (Where, error) {

@@ -37,10 +37,12 @@ var _ lease.Prover = (*Prover)(nil)
 // returns ended true when the holder lives but sent its EndSignal and its
 // command's whole tree is gone, and this follower is the first on the host
 // to claim the signal (it keeps the claim until ctx ends, so past the
-// Seize); the others return lease.ErrOtherTakes. An EndSignal that finds
-// the tree still there proves nothing, and it waits on for the holder's
-// death.
-func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err error) {
+// Seize); the others return lease.ErrOtherTakes. The claim may come
+// earlier, at the holder's word that it is stopping its command: Prove
+// then calls ending and waits on for the end or the holder's death. An
+// EndSignal that finds the tree still there proves nothing, and it waits
+// on for the holder's death.
+func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (ended bool, err error) {
 	w, err := Parse(rec.Where)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrUnprovable, err)
@@ -68,36 +70,63 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record) (ended bool, err e
 		}()
 	}
 	log.Info("watching the leader on this host; should it die, its command's whole tree is killed and the lease taken at once")
-	// Both goroutines end at the latest when the deferred Closes above
+	// The goroutines end at the latest when the deferred Closes above
 	// close their files.
 	dead := make(chan error, 1)
 	go func() { dead <- holder.wait(ctx) }()
-	signalled := make(chan struct{})
-	if end != nil {
-		go func() {
-			if end.wait(ctx) == nil {
-				close(signalled)
+	words := make(chan byte, 1)
+	// read sends the next word, skipping stopping words once this
+	// follower has taken its own (the other followers' copies).
+	read := func(skipStopping bool) {
+		for {
+			b, err := end.read(ctx)
+			if err != nil {
+				return
 			}
-		}()
+			if !skipStopping || b != wordStopping {
+				words <- b
+				return
+			}
+		}
 	}
-	select {
-	case err = <-dead:
-	case <-signalled:
-		if !holder.exited() {
-			why := treeGone(child, tree)
-			if why == nil {
+	if end != nil {
+		go read(false)
+	}
+watch:
+	for {
+		select {
+		case err = <-dead:
+			break watch
+		case word := <-words:
+			switch {
+			case holder.exited():
+				err = <-dead
+				break watch
+			case word == wordStopping:
 				if claimed = end.claim(); !claimed {
 					return false, lease.ErrOtherTakes
 				}
-				log.Info("the leader on this host ended its tenure; its command's whole tree is gone")
-				return true, nil
+				log.Info("the leader on this host is stopping its command; taking the lease now, our command starts once that one is gone")
+				ending()
+				go read(true)
+				continue
 			}
 			// Only the holder writes into the pipe, and only once its
 			// tree is gone: anything else proves nothing, and only its
 			// death can now.
-			log.Info("the leader's end signal came, but not from a finished tenure; waiting for the leader's death", "why", why)
+			if why := treeGone(child, tree); why != nil {
+				log.Info("the leader's end signal came, but not from a finished tenure; waiting for the leader's death", "why", why)
+				err = <-dead
+				break watch
+			}
+			if !claimed {
+				if claimed = end.claim(); !claimed {
+					return false, lease.ErrOtherTakes
+				}
+			}
+			log.Info("the leader on this host ended its tenure; its command's whole tree is gone")
+			return true, nil
 		}
-		err = <-dead
 	}
 	if err != nil {
 		return false, err

@@ -32,11 +32,18 @@ type proof struct {
 // it watches the holder.
 func prove(t *testing.T, ctx context.Context, rec lease.Record) <-chan proof {
 	t.Helper()
+	return proveEnding(t, ctx, rec, func() {})
+}
+
+// proveEnding is prove with the callback for the holder's word that its
+// tenure is ending.
+func proveEnding(t *testing.T, ctx context.Context, rec lease.Record, ending func()) <-chan proof {
+	t.Helper()
 	log := make(lines, 16)
 	p := &Prover{Logger: slog.New(log)}
 	done := make(chan proof, 1)
 	go func() {
-		ended, err := p.Prove(ctx, rec)
+		ended, err := p.Prove(ctx, rec, ending)
 		done <- proof{ended, err}
 	}()
 	select {
@@ -101,7 +108,7 @@ func TestProveRefusesCommandWithoutWholeTree(t *testing.T) {
 	ten := startTenure(t, shape{bare: true, escapee: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a Prove that watches returns only then
 	defer cancel()
-	_, err := (&Prover{}).Prove(ctx, record(ten.where))
+	_, err := (&Prover{}).Prove(ctx, record(ten.where), func() {})
 	if !errors.Is(err, ErrUnprovable) || !strings.Contains(err.Error(), "no cgroup of its own") {
 		t.Fatalf("Prove = %v, want ErrUnprovable saying the command has no cgroup of its own", err)
 	}
@@ -191,7 +198,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ten.where
 			tc.edit(&w)
-			_, err := (&Prover{}).Prove(t.Context(), record(w))
+			_, err := (&Prover{}).Prove(t.Context(), record(w), func() {})
 			if !errors.Is(err, ErrUnprovable) {
 				t.Fatalf("Prove = %v, want ErrUnprovable", err)
 			}
@@ -206,7 +213,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 	t.Run("malformed", func(t *testing.T) {
 		rec := record(ten.where)
 		rec.Where += " "
-		if _, err := (&Prover{}).Prove(t.Context(), rec); !errors.Is(err, ErrUnprovable) {
+		if _, err := (&Prover{}).Prove(t.Context(), rec, func() {}); !errors.Is(err, ErrUnprovable) {
 			t.Errorf("Prove = %v, want ErrUnprovable", err)
 		}
 	})
@@ -320,6 +327,81 @@ func TestProveLetsOneFollowerTakeEndedTenure(t *testing.T) {
 	}
 }
 
+// TestProveLetsOneFollowerTakeNameAtStoppingWord: at the holder's word
+// that it is stopping its command, one of two followers is told that it
+// may take the name (ending), and returns only once the holder's tree is
+// gone. The other leaves the name to it (lease.ErrOtherTakes), at the word
+// or, should the taker have read its copy, at the end; after the holder's
+// death it proves that death too, as in a crash.
+func TestProveLetsOneFollowerTakeNameAtStoppingWord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		end   func(*tenure) error // how the tenure ends after the word
+		want  proof               // the taker's
+		other proof               // the other's, if it did not return at the word
+	}{
+		{"the holder ends its tenure", func(ten *tenure) error { return ten.holder.Process.Signal(syscall.SIGUSR1) },
+			proof{ended: true}, proof{err: lease.ErrOtherTakes}},
+		{"the holder dies", func(ten *tenure) error { return ten.holder.Process.Kill() }, proof{}, proof{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ten := startTenure(t, shape{end: true})
+			told := make(chan string, 2)
+			a := proveEnding(t, t.Context(), record(ten.where), func() { told <- "a" })
+			b := proveEnding(t, t.Context(), record(ten.where), func() { told <- "b" })
+			if err := ten.holder.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			var taker string
+			select {
+			case taker = <-told:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no follower was told at the stopping word that it may take the name")
+			}
+			taking, other := a, b
+			if taker == "b" {
+				taking, other = b, a
+			}
+			select {
+			case r := <-taking:
+				t.Fatalf("the taker's Prove = %v, %v while the command still runs; want it to wait for the tree's end", r.ended, r.err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			otherWant, otherDone := tc.other, false
+			select {
+			case r := <-other:
+				otherWant, otherDone = proof{err: lease.ErrOtherTakes}, true
+				if r.ended || !errors.Is(r.err, lease.ErrOtherTakes) {
+					t.Fatalf("the other follower's Prove = %v, %v at the word; want false, ErrOtherTakes", r.ended, r.err)
+				}
+			default:
+			}
+			if !running(ten.command) || !running(ten.sleeper) {
+				t.Fatal("the stopping word made a follower kill")
+			}
+			if err := tc.end(ten); err != nil {
+				t.Fatal(err)
+			}
+			if r := returned(t, taking, "the tenure ended"); r != tc.want {
+				t.Fatalf("the taker's Prove = %v, %v; want %v, %v", r.ended, r.err, tc.want.ended, tc.want.err)
+			}
+			if !otherDone {
+				if r := returned(t, other, "the tenure ended"); r.ended != otherWant.ended || !errors.Is(r.err, otherWant.err) {
+					t.Fatalf("the other follower's Prove = %v, %v; want %v, %v", r.ended, r.err, otherWant.ended, otherWant.err)
+				}
+			}
+			if running(ten.command) || running(ten.sleeper) {
+				t.Errorf("after Prove, command running %v, sleeper running %v; want both dead", running(ten.command), running(ten.sleeper))
+			}
+			select {
+			case again := <-told:
+				t.Errorf("follower %s was told too; want one only, once", again)
+			default:
+			}
+		})
+	}
+}
+
 // TestEndClaimLastsUntilClosed: one reader of an end signal claims it;
 // another cannot until the first closes its end.
 func TestEndClaimLastsUntilClosed(t *testing.T) {
@@ -402,5 +484,29 @@ func TestProveChecksEndSignalIdentity(t *testing.T) {
 	ten.holder.Process.Kill()
 	if r := <-done; r.err != nil || r.ended {
 		t.Fatalf("Prove = %v, %v; want false, nil once the holder died", r.ended, r.err)
+	}
+}
+
+// TestCgroupRemovedUnderReaderIsGone: two followers clear one dead leader's
+// cgroup at once; one removes it while the other reads its cgroup.events,
+// which fails with ENODEV, not ENOENT. That is a removed, empty cgroup,
+// not a tree the follower cannot see (it fell back to the lease's expiry).
+func TestCgroupRemovedUnderReaderIsGone(t *testing.T) {
+	dir, err := os.MkdirTemp(cgroupsForTest(t), "leaderrun-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := os.Open(dir + "/cgroup.events")
+	if err != nil {
+		os.Remove(dir)
+		t.Fatal(err)
+	}
+	defer events.Close()
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err = events.Read(make([]byte, 64))
+	if err == nil || !gone(err) {
+		t.Fatalf("read of a removed cgroup's cgroup.events = %v; want an error that gone recognizes", err)
 	}
 }

@@ -109,7 +109,7 @@ func holdersCgroup(w Where, pid int) (string, error) {
 func cgroupEmpty(dir string) (empty, removed bool, err error) {
 	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case gone(err):
 		return true, true, nil
 	case err != nil:
 		return false, false, fmt.Errorf("read the command's cgroup: %w", err)
@@ -117,12 +117,20 @@ func cgroupEmpty(dir string) (empty, removed bool, err error) {
 	return strings.Contains(string(data), "populated 0"), false, nil
 }
 
+// gone reports whether err says that a cgroup's file is gone with its
+// cgroup: ENOENT, or ENODEV when another process removed the cgroup
+// between the file's open and its read or write (two followers clearing
+// one dead leader's cgroup).
+func gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)
+}
+
 // killCgroup kills every process in the cgroup dir (cgroup.kill), waits
 // until none is left (cgroup.events says "populated 0"; exited processes
 // awaiting their reaper are no longer members), and removes it.
 func killCgroup(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if gone(err) {
 			return nil // removed: empty
 		}
 		return fmt.Errorf("kill the command's cgroup: %w", err)
