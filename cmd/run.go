@@ -453,6 +453,7 @@ func (l *leader) announceStop(ten *lease.Tenure, sig *local.EndSignal) {
 	select {
 	case <-l.stopping:
 		if ten.Context().Err() == nil {
+			ten.Yield()
 			sig.Stopping()
 		}
 	case <-ten.Context().Done():

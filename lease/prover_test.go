@@ -362,3 +362,41 @@ func TestCampaignEndedWhileSettlingKeepsName(t *testing.T) {
 		a.Abandon()
 	})
 }
+
+// TestYieldedTenureTakenIsNoLoss: a holder that told a follower it may
+// take the name (Yield) and then finds it taken at its next renewal ends
+// its tenure with ErrAbandoned, not ErrLost (which an operator's alert on
+// lost tenures would count); one that did not yield lost it.
+func TestYieldedTenureTakenIsNoLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		yield bool
+		want  error
+	}{
+		{"yielded", true, lease.ErrAbandoned},
+		{"not yielded", false, lease.ErrLost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &leasetest.Memory{}
+				clock := newFakeClock()
+				a := stoppingLeader(t, m, clock)
+				if tc.yield {
+					a.Yield()
+				}
+				rec, err := m.Get(context.Background(), "relay")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Seize(context.Background(), "relay", "b", rec, ttl); err != nil {
+					t.Fatalf("Seize: %v", err)
+				}
+				time.Sleep(interval + time.Millisecond)
+				synctest.Wait()
+				if got := context.Cause(a.Context()); got != tc.want {
+					t.Errorf("a's tenure ended with %v, want %v", got, tc.want)
+				}
+			})
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,7 +44,16 @@ type Tenure struct {
 	// seized: taken with Seize after a Prover's proof that the previous
 	// tenure's processes are gone.
 	seized bool
+	// yielding: the holder told a follower it may take the name (Yield).
+	yielding atomic.Bool
 }
+
+// Yield says that the holder has told a follower it may take the name
+// while what the tenure protects stops (an end signal's stopping word,
+// package local): a renewal that then finds the name taken ends the
+// tenure as Abandon does, with ErrAbandoned, not as a loss. The tenure
+// renews as before until then.
+func (t *Tenure) Yield() { t.yielding.Store(true) }
 
 // Seized reports whether the tenure was taken with Seize, after a proof
 // that the previous holder on this host was gone, or done, with every
@@ -248,6 +258,11 @@ func (t *Tenure) run(sent time.Duration) {
 				deadline = max(deadline, r.sent+e.RenewDeadline)
 				log.Debug("renewed", "took", (clock() - r.sent).Round(time.Millisecond),
 					"expires_in", r.rec.Remaining.Round(time.Millisecond))
+			case errors.Is(r.err, ErrLost) && t.yielding.Load():
+				log.Info("a follower took the name while the command stops", "err", r.err)
+				t.cancel(ErrAbandoned)
+				timer.Stop()
+				return
 			case errors.Is(r.err, ErrLost):
 				log.Warn("lease lost", "err", r.err)
 				t.cancel(ErrLost)
