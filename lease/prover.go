@@ -121,7 +121,13 @@ func (w *holderWatch) proved() bool {
 	case <-w.ending:
 		return true
 	default:
+		return w.complete()
 	}
+}
+
+// complete reports whether Prove has returned its proof that the holder's
+// processes are gone.
+func (w *holderWatch) complete() bool {
 	select {
 	case <-w.done:
 		return w.err == nil
@@ -179,9 +185,7 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 		return nil, err
 	}
 	t := e.newTenure(rec, sent, false)
-	select {
-	case <-w.done:
-	default:
+	if !w.complete() {
 		log.Info("took over the lease from the leader on this host, which is stopping its command; ours starts once that one is gone",
 			"leader", w.rec.Holder, "leader_token", w.rec.Token)
 		proved, err := e.settle(ctx, t, w, log)

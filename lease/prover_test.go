@@ -287,11 +287,12 @@ func TestCampaignSeizesAtEndingWordAndWaitsForProof(t *testing.T) {
 func TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		at      time.Duration // when the proof ends, if it does
+		at      time.Duration // when the proof ends after the word, if it does (<0: at once)
 		deadErr error
 	}{
 		{"frozen holder", 0, nil},
 		{"unprovable tree", 2 * time.Second, errors.New("cannot see the group")},
+		{"unprovable tree before the seize returned", -1, errors.New("cannot see the group")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -299,6 +300,9 @@ func TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration(t *testing.T) {
 				clock := newFakeClock()
 				a := stoppingLeader(t, m, clock)
 				p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{}), deadErr: tc.deadErr}
+				if tc.at < 0 {
+					close(p.dead)
+				}
 				e := elector(m, "b", clock)
 				e.Prover = p
 				got := make(chan *lease.Tenure, 1)
