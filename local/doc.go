@@ -34,6 +34,9 @@
 // closes it). A follower that reads a byte signals nothing: it checks that
 // the command has exited and its cgroup is empty, claims the signal (of
 // the followers on the host, one does), and then takes the name at once,
-// without waiting for the release to reach it through the store.
+// without waiting for the release to reach it through the store. A holder
+// stopped by a signal says first that it is stopping (EndSignal.Stopping):
+// the follower that claims that word takes the name while the old command
+// stops, and starts its own only after the end itself, as above.
 // docs/design.md has the full argument.
 package local

@@ -27,7 +27,9 @@ import (
 // The holder records the pipe in its Where (EndFD, EndIno). A follower
 // checks that the descriptor it opened is a pipe with that inode; on a byte
 // it only looks, never kills: the command must have exited and its cgroup
-// must be empty or removed (prover_linux.go).
+// must be empty or removed (prover_linux.go). Before Send, Stopping may
+// write another word (wordStopping, endBytes bytes too), which lets the
+// follower that claims it take the name while the command stops.
 type EndSignal struct {
 	mu       sync.Mutex // guards fd and stopping
 	fd       int        // the write end; -1 once closed
