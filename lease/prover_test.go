@@ -52,16 +52,23 @@ func (p *fakeProver) Prove(ctx context.Context, rec lease.Record, ending func())
 // the record as the crash left it.
 func crashedLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) lease.Record {
 	t.Helper()
-	ten := campaign(t, elector(m, "a", clock))
-	if err := ten.Annotate(context.Background(), "here"); err != nil {
-		t.Fatalf("Annotate: %v", err)
-	}
-	ten.Abandon()
+	annotatedLeader(t, m, clock).Abandon()
 	rec, err := m.Get(context.Background(), "relay")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// annotatedLeader is a holder "a" that annotated its record: it renews
+// until its test ends it.
+func annotatedLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) *lease.Tenure {
+	t.Helper()
+	ten := campaign(t, elector(m, "a", clock))
+	if err := ten.Annotate(context.Background(), "here"); err != nil {
+		t.Fatalf("Annotate: %v", err)
+	}
+	return ten
 }
 
 func TestCampaignTakesOverWhenProverProvesHolderDead(t *testing.T) {
@@ -228,15 +235,25 @@ func TestRefusedSeizeFallsBackToExpiry(t *testing.T) {
 	})
 }
 
-// stoppingLeader is a holder "a" that annotated its record and is
-// stopping its command: it renews until its test ends.
-func stoppingLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) *lease.Tenure {
+// wordScene is a holder "a" that annotated its record and a follower "b"
+// whose Prover tells it that a is stopping once p.stopping is closed, and
+// returns once p.dead is closed (with p.deadErr). Call it in a bubble.
+type wordScene struct {
+	m     *leasetest.Memory
+	clock *fakeClock
+	a     *lease.Tenure
+	p     *fakeProver
+	b     *lease.Elector
+}
+
+func newWordScene(t *testing.T, deadErr error) *wordScene {
 	t.Helper()
-	ten := campaign(t, elector(m, "a", clock))
-	if err := ten.Annotate(context.Background(), "here"); err != nil {
-		t.Fatalf("Annotate: %v", err)
-	}
-	return ten
+	sc := &wordScene{m: &leasetest.Memory{}, clock: newFakeClock()}
+	sc.a = annotatedLeader(t, sc.m, sc.clock)
+	sc.p = &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{}), deadErr: deadErr}
+	sc.b = elector(sc.m, "b", sc.clock)
+	sc.b.Prover = sc.p
+	return sc
 }
 
 // TestCampaignSeizesAtEndingWordAndWaitsForProof: at the holder's word
@@ -244,12 +261,8 @@ func stoppingLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) *lease.
 // it), but Campaign returns the tenure only once the proof is complete.
 func TestCampaignSeizesAtEndingWordAndWaitsForProof(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &leasetest.Memory{}
-		clock := newFakeClock()
-		a := stoppingLeader(t, m, clock)
-		p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{})}
-		e := elector(m, "b", clock)
-		e.Prover = p
+		sc := newWordScene(t, nil)
+		m, clock, a, p, e := sc.m, sc.clock, sc.a, sc.p, sc.b
 		got := make(chan *lease.Tenure, 1)
 		go func() { got <- campaign(t, e) }()
 		time.Sleep(time.Second)
@@ -296,15 +309,11 @@ func TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := &leasetest.Memory{}
-				clock := newFakeClock()
-				a := stoppingLeader(t, m, clock)
-				p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{}), deadErr: tc.deadErr}
+				sc := newWordScene(t, tc.deadErr)
+				clock, a, p, e := sc.clock, sc.a, sc.p, sc.b
 				if tc.at < 0 {
 					close(p.dead)
 				}
-				e := elector(m, "b", clock)
-				e.Prover = p
 				got := make(chan *lease.Tenure, 1)
 				go func() { got <- campaign(t, e) }()
 				time.Sleep(time.Second)
@@ -333,12 +342,8 @@ func TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration(t *testing.T) {
 // expires.
 func TestCampaignEndedWhileSettlingKeepsName(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &leasetest.Memory{}
-		clock := newFakeClock()
-		a := stoppingLeader(t, m, clock)
-		p := &fakeProver{stopping: make(chan struct{}), dead: make(chan struct{})}
-		e := elector(m, "b", clock)
-		e.Prover = p
+		sc := newWordScene(t, nil)
+		m, clock, a, p, e := sc.m, sc.clock, sc.a, sc.p, sc.b
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
@@ -384,7 +389,7 @@ func TestYieldedTenureTakenIsNoLoss(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := &leasetest.Memory{}
 				clock := newFakeClock()
-				a := stoppingLeader(t, m, clock)
+				a := annotatedLeader(t, m, clock)
 				if tc.yield {
 					a.Yield()
 				}
