@@ -111,7 +111,7 @@ watch:
 				go read(true)
 				continue
 			}
-			// Only the holder writes into the pipe, and only once its
+			// Only the holder writes the end word, and only once its
 			// tree is gone: anything else proves nothing, and only its
 			// death can now.
 			if why := treeGone(child, tree); why != nil {
