@@ -229,8 +229,8 @@ func (e *Elector) settle(ctx context.Context, t *Tenure, w *holderWatch, log *sl
 		if w.err == nil {
 			return true, nil
 		}
-		log.Warn("cannot prove the old leader's command gone; ours starts when the old lease would have expired",
-			"leader", w.rec.Holder, "leader_token", w.rec.Token, "why", w.err, "wait", e.LeaseDuration)
+		log.Warn("cannot prove the old leader's command gone; ours starts when the old lease would have expired, a lease duration after our takeover",
+			"leader", w.rec.Holder, "leader_token", w.rec.Token, "why", w.err)
 		select {
 		case <-expiry.C:
 			return false, nil
