@@ -73,6 +73,11 @@ func helper(mode string, args []string) int {
 		signals.Notify(c)
 		writeFile(args[1], "ready")
 		for sig := range c {
+			if sig == syscall.SIGCONT {
+				// Stop's wake-up of a stopped child, sent right after
+				// the stop signal: it may come first.
+				continue
+			}
 			appendFile(args[0], signals.Name(sig.(syscall.Signal))+"\n")
 			if sig == syscall.SIGTERM {
 				return 0
