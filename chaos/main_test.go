@@ -23,8 +23,9 @@ var (
 		"0: 4 to 8, drawn from the seed; -1: no partitioned runs")
 	// Ten runs at once, each three replicas and their commands, left a
 	// 2-core machine whose process starts cost 35 ms of CPU (2026-12-02)
-	// too loaded to meet the TTL-bound checks; four at once leave it room.
-	flagParallel = flag.Int("chaos.parallel", 4, "runs (store × mode) at once")
+	// too loaded to meet the TTL-bound checks (failures on every store);
+	// four at once still missed one bound by 371 ms; two leave it room.
+	flagParallel = flag.Int("chaos.parallel", 2, "runs (store × mode) at once")
 	flagFaults   = flag.String("chaos.faults", "", "with -chaos.rounds: draw only from these faults, comma-separated (default: every fault of the store)")
 	flagBin      = flag.String("chaos.bin", "", "a prebuilt leaderrun binary (default: go build the module's)")
 	flagKeep     = flag.Bool("chaos.keep", false, "keep each run's directory (event log, replicas' logs) and print its path")
