@@ -50,7 +50,7 @@
 // prebuilt leaderrun instead of building one), -chaos.keep (keep the run
 // directories), -chaos.bound (slack over the TTL allowed for a new child),
 // -chaos.strict (fail on known defects too), -chaos.parallel (runs at
-// once, 2 by default). Each server is that of package internal/pgtest, mysqltest,
-// redistest or etcdtest; without it that store's runs skip, or fail when CI
-// is set.
+// once, 2 by default). Each server is that of package internal/pgtest,
+// mysqltest, redistest or etcdtest; without it that store's runs skip, or
+// fail when CI is set.
 package chaos
