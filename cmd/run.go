@@ -372,8 +372,16 @@ func (l *leader) loop() error {
 		if err != nil {
 			return err
 		}
-		electedAt := time.Now()
 		log := l.log.With("token", ten.Token())
+		if l.stopped() {
+			// The stop signal came as the campaign won (a follower
+			// stopped together with its leader may take the name at the
+			// leader's stopping word): start nothing, hand the name on.
+			l.release(ten, log, "stop signal before the command started", false)
+			l.log.Info("stopped while standing by")
+			return context.Canceled
+		}
+		electedAt := time.Now()
 		l.report.elected(ten.Token())
 		log.Info("elected; starting command", "campaign_waited", time.Since(started).Round(time.Millisecond),
 			"previous_tenure", previous, "command", strings.Join(l.cfg.Command, " "))
