@@ -70,9 +70,13 @@ type Owner struct {
 	mu      sync.Mutex // guards the fields below
 	held    map[int]*owned
 	holdOff map[int]time.Time // partitions not to acquire before then
-	view    Group             // the group as the last round or join read it
+	view    Group             // the group as the store last told it
+	viewN   uint64            // how many answers the view has taken
 	out     bool              // left the group because a hand-off is stuck
 	kick    chan struct{}     // asks the reconcile loop to run now
+	// inRound is full while a renewal round reads out and calls the
+	// store (see goOut).
+	inRound chan struct{}
 }
 
 // owned is a partition the owner holds.
@@ -127,9 +131,15 @@ func (o *Owner) Held() []int {
 
 // View returns the group as the owner last read it.
 func (o *Owner) View() Group {
+	g, _ := o.seen()
+	return g
+}
+
+// seen returns the view and its number, for setView.
+func (o *Owner) seen() (Group, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.view
+	return o.view, o.viewN
 }
 
 // HoldOff keeps the owner from acquiring partition p before until: the
@@ -154,14 +164,15 @@ func (o *Owner) Run(ctx context.Context) error {
 		return err
 	}
 	o.mu.Lock()
-	o.held, o.kick = map[int]*owned{}, make(chan struct{}, 1)
+	o.held, o.kick, o.inRound = map[int]*owned{}, make(chan struct{}, 1), make(chan struct{}, 1)
 	o.mu.Unlock()
 	log := o.logger()
+	_, n := o.seen()
 	g, err := o.join(ctx)
 	if err != nil {
 		return err
 	}
-	o.setView(g)
+	o.setView(g, n)
 	log.Info("joined the group", "members", len(g.Members), "partitions", o.Partitions)
 
 	// Renewals go on until every partition has been handed off; changes
@@ -254,6 +265,8 @@ func (o *Owner) renewRounds(ctx context.Context) {
 // round renews the member record and every partition held, in one store
 // call, and tells each partition's tenure what became of it.
 func (o *Owner) round(ctx context.Context, sent time.Duration) error {
+	o.inRound <- struct{}{}
+	defer func() { <-o.inRound }()
 	o.mu.Lock()
 	claims := make([]Claim, 0, len(o.held))
 	tenures := map[int]*Tenure{}
@@ -261,7 +274,7 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 		claims = append(claims, Claim{Partition: p, Token: h.t.Token()})
 		tenures[p] = h.t
 	}
-	out := o.out
+	out, n := o.out, o.viewN
 	o.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, o.RetryPeriod)
 	defer cancel()
@@ -299,7 +312,7 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 			tenures[c.Partition].report(sent, Record{}, fmt.Errorf("partition %d: %w", c.Partition, ErrLost))
 		}
 	}
-	if changed := o.setView(g); changed {
+	if changed := o.setView(g, n); changed {
 		o.poke()
 	}
 	return nil
@@ -309,7 +322,8 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 // of the group, until ctx ends.
 func (o *Owner) waitChanges(ctx context.Context) {
 	for ctx.Err() == nil {
-		g, err := o.Store.WaitGroup(ctx, o.Group, o.View(), time.Minute)
+		seen, n := o.seen()
+		g, err := o.Store.WaitGroup(ctx, o.Group, seen, time.Minute)
 		if ctx.Err() != nil {
 			return
 		}
@@ -318,22 +332,35 @@ func (o *Owner) waitChanges(ctx context.Context) {
 			continue
 		}
 		if g.Name == "" {
+			_, n = o.seen()
 			g, err = o.Store.GetGroup(ctx, o.Group)
 		}
 		if err == nil {
-			o.setView(g)
+			o.setView(g, n)
 		}
 		o.poke()
 	}
 }
 
-// setView stores g and reports whether its live members or any partition's
-// tenure differ from the view before.
-func (o *Owner) setView(g Group) bool {
+// setView stores g, the store's answer to a request sent when the view
+// had taken n answers, and reports whether its live members or any
+// partition's tenure differ from the view before. An answer to a request
+// sent before the view took its last answer may be older than the view,
+// and is dropped: taking a round's answer that went back to a state the
+// pending WaitGroup had already reported left the owner reconciling with
+// it until the next round (a member that left counted as live, its
+// released partitions as held). So the view only moves forward, and what
+// a dropped answer knew that the view does not, the store still shows:
+// the next WaitGroup, from the view, returns it at once.
+func (o *Owner) setView(g Group, n uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if n != o.viewN {
+		return false
+	}
 	changed := !SameGroup(o.view, g)
 	o.view = g
+	o.viewN++
 	return changed
 }
 
@@ -484,20 +511,21 @@ func (o *Owner) checkOut(stuck bool) {
 	o.mu.Lock()
 	out := o.out
 	o.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
-	defer cancel()
 	switch {
 	case stuck && !out:
 		o.logger().Warn("a hand-off is stuck past the reconcile timeout; leaving the group until it completes",
 			"timeout", orDefault(o.ReconcileTimeout, DefaultReconcileTimeout))
-		if err := o.Store.Leave(ctx, o.Group, o.Member); err == nil {
-			o.setOut(true)
+		if err := o.goOut(); err != nil {
+			o.logger().Warn("could not leave the group; the others see it expire", "err", err)
 		}
 	case !stuck && out && len(o.Held()) == 0:
+		ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
+		defer cancel()
+		_, n := o.seen()
 		g, err := o.Store.Join(ctx, o.Group, o.Partitions, o.Member, o.LeaseDuration)
 		if err == nil {
 			o.setOut(false)
-			o.setView(g)
+			o.setView(g, n)
 			o.logger().Info("joined the group again")
 			o.poke()
 		}
@@ -510,19 +538,31 @@ func (o *Owner) setOut(out bool) {
 	o.out = out
 }
 
+// goOut takes the owner out of the group: later rounds renew its
+// partitions one by one, and its member record is deleted once the round
+// in flight, if any, has returned. A round that the store saw after the
+// delete would make the owner a member again: the others would then keep
+// its share for it, unowned, until its record expired. If the delete
+// fails, the record expires, as no round renews it.
+func (o *Owner) goOut() error {
+	o.inRound <- struct{}{}
+	o.setOut(true)
+	<-o.inRound
+	ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
+	defer cancel()
+	start := o.clock()()
+	err := o.Store.Leave(ctx, o.Group, o.Member)
+	o.observe("leave", o.clock()()-start, err)
+	return err
+}
+
 // leave deletes the member record, hands off every partition, and waits
 // until the caller released them all; renewal rounds go on meanwhile.
 func (o *Owner) leave(log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
-	start := o.clock()()
-	err := o.Store.Leave(ctx, o.Group, o.Member)
-	cancel()
-	o.observe("leave", o.clock()()-start, err)
-	if err != nil {
+	if err := o.goOut(); err != nil {
 		log.Warn("could not leave the group; the others see it expire", "err", err)
 	}
 	o.mu.Lock()
-	o.out = true
 	for p, h := range o.held {
 		if h.handedOff.IsZero() {
 			h.handedOff = time.Now()

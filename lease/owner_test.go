@@ -70,6 +70,26 @@ type member struct {
 type failing struct {
 	*leasetest.Memory
 	broken atomic.Bool
+	stall  atomic.Pointer[stall]
+}
+
+// stall holds back one RenewMember until release is closed, as a slow
+// network does: its answer, once the store gave it, or (before) the
+// request, before the store sees it. reached is closed when it is held.
+type stall struct {
+	before           bool
+	reached, release chan struct{}
+}
+
+func newStall(before bool) *stall {
+	return &stall{before: before, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *stall) hold(when bool) {
+	if s != nil && s.before == when {
+		close(s.reached)
+		<-s.release
+	}
 }
 
 func (f *failing) RenewMember(ctx context.Context, group, m string, claims []lease.Claim, ttl time.Duration) (lease.Group, error) {
@@ -77,7 +97,15 @@ func (f *failing) RenewMember(ctx context.Context, group, m string, claims []lea
 		<-ctx.Done()
 		return lease.Group{}, ctx.Err()
 	}
-	return f.Memory.RenewMember(ctx, group, m, claims, ttl)
+	s := f.stall.Swap(nil)
+	if s != nil {
+		// Sent, it reaches the store even if the caller gives up.
+		ctx = context.WithoutCancel(ctx)
+	}
+	s.hold(true)
+	g, err := f.Memory.RenewMember(ctx, group, m, claims, ttl)
+	s.hold(false)
+	return g, err
 }
 
 func (f *failing) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
@@ -156,6 +184,61 @@ func TestOwnersConvergeToTheBoundedTarget(t *testing.T) {
 		a.leave(t)
 		b.leave(t)
 		c.leave(t)
+	})
+}
+
+// TestRoundAnsweredBeforeALeaveDoesNotUndoIt holds back the answer to a
+// renewal round that the store gave before a member left, until the
+// owner has seen the leave; that answer must not bring the member back
+// into the owner's view (the owner would hand off what it had just taken,
+// or wait for the next round to take it).
+func TestRoundAnsweredBeforeALeaveDoesNotUndoIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		b := startMember(t, m, w, "b")
+		c := startMember(t, m, w, "c")
+		time.Sleep(time.Minute)
+		a.causes.Clear()
+		s := newStall(false)
+		a.store.stall.Store(s)
+		<-s.reached
+		c.leave(t)
+		synctest.Wait()
+		close(s.release)
+		time.Sleep(time.Second)
+		wantBounded(t, w.owners(ownerN), "a", "b")
+		a.causes.Range(func(p, cause any) bool {
+			t.Errorf("a's tenure of partition %d ended: %v", p, cause)
+			return true
+		})
+		a.leave(t)
+		b.leave(t)
+	})
+}
+
+// TestRoundInFlightDoesNotUndoALeave delays a renewal round of a member
+// that leaves until after its leave began: the round must not make it a
+// member again (the others would keep its partitions for it, unowned,
+// until its record expired).
+func TestRoundInFlightDoesNotUndoALeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		a := startMember(t, m, w, "a")
+		b := startMember(t, m, w, "b")
+		c := startMember(t, m, w, "c")
+		time.Sleep(time.Minute)
+		s := newStall(true)
+		c.store.stall.Store(s)
+		<-s.reached
+		c.cancel()
+		synctest.Wait()
+		close(s.release)
+		time.Sleep(time.Second)
+		wantBounded(t, w.owners(ownerN), "a", "b")
+		c.leave(t)
+		a.leave(t)
+		b.leave(t)
 	})
 }
 
