@@ -170,11 +170,7 @@ func wantBounded(t *testing.T, owners []string, ids ...string) {
 
 func TestOwnersConvergeToTheBoundedTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
-		a := startMember(t, m, w, "a")
-		b := startMember(t, m, w, "b")
-		c := startMember(t, m, w, "c")
-		time.Sleep(time.Minute)
+		w, a, b, c := settledThree(t)
 		wantBounded(t, w.owners(ownerN), "a", "b", "c")
 		for _, mb := range []*member{a, b, c} {
 			if n := len(mb.o.Held()); n > (ownerN+2)/3 {
@@ -187,6 +183,16 @@ func TestOwnersConvergeToTheBoundedTarget(t *testing.T) {
 	})
 }
 
+// settledThree starts members a, b and c of one group and lets them
+// settle on the target for a minute.
+func settledThree(t *testing.T) (w *works, a, b, c *member) {
+	m := &leasetest.Memory{}
+	w = &works{t: t, running: map[int]string{}}
+	a, b, c = startMember(t, m, w, "a"), startMember(t, m, w, "b"), startMember(t, m, w, "c")
+	time.Sleep(time.Minute)
+	return w, a, b, c
+}
+
 // TestRoundAnsweredBeforeALeaveDoesNotUndoIt holds back the answer to a
 // renewal round that the store gave before a member left, until the
 // owner has seen the leave; that answer must not bring the member back
@@ -194,11 +200,7 @@ func TestOwnersConvergeToTheBoundedTarget(t *testing.T) {
 // or wait for the next round to take it).
 func TestRoundAnsweredBeforeALeaveDoesNotUndoIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
-		a := startMember(t, m, w, "a")
-		b := startMember(t, m, w, "b")
-		c := startMember(t, m, w, "c")
-		time.Sleep(time.Minute)
+		w, a, b, c := settledThree(t)
 		a.causes.Clear()
 		s := newStall(false)
 		a.store.stall.Store(s)
@@ -223,11 +225,7 @@ func TestRoundAnsweredBeforeALeaveDoesNotUndoIt(t *testing.T) {
 // until its record expired).
 func TestRoundInFlightDoesNotUndoALeave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
-		a := startMember(t, m, w, "a")
-		b := startMember(t, m, w, "b")
-		c := startMember(t, m, w, "c")
-		time.Sleep(time.Minute)
+		w, a, b, c := settledThree(t)
 		s := newStall(true)
 		c.store.stall.Store(s)
 		<-s.reached
@@ -244,11 +242,7 @@ func TestRoundInFlightDoesNotUndoALeave(t *testing.T) {
 
 func TestLeavingMemberIsReplacedWithinOneReconcile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
-		a := startMember(t, m, w, "a")
-		b := startMember(t, m, w, "b")
-		c := startMember(t, m, w, "c")
-		time.Sleep(time.Minute)
+		w, a, b, c := settledThree(t)
 		left := time.Now()
 		c.leave(t)
 		// The others are woken by the leave and the releases: at once.
