@@ -102,9 +102,10 @@ const maxJitter = 50 * time.Millisecond
 // the Prover proves the holder dead or its tenure ended, or has the
 // holder's word that it is ending its tenure, and then it takes the name
 // at once (Store.Seize), returning the tenure once the proof is complete.
-// Store errors are logged and retried with capped exponential back-off. Errors wrapping ErrRefused end
-// the campaign only while the store has never answered this Elector (a
-// configuration that cannot work); later they are retried like any other.
+// Store errors are logged and retried with capped exponential back-off.
+// Errors wrapping ErrRefused end the campaign only while the store has
+// never answered this Elector (a configuration that cannot work); later
+// they are retried like any other.
 // Campaign returns ctx's error when ctx ends first, and ErrClosed when the
 // store was closed.
 func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {

@@ -515,9 +515,7 @@ func (o *Owner) checkOut(stuck bool) {
 	case stuck && !out:
 		o.logger().Warn("a hand-off is stuck past the reconcile timeout; leaving the group until it completes",
 			"timeout", orDefault(o.ReconcileTimeout, DefaultReconcileTimeout))
-		if err := o.goOut(); err != nil {
-			o.logger().Warn("could not leave the group; the others see it expire", "err", err)
-		}
+		o.goOut()
 	case !stuck && out && len(o.Held()) == 0:
 		ctx, cancel := context.WithTimeout(context.Background(), o.RetryPeriod)
 		defer cancel()
@@ -544,7 +542,7 @@ func (o *Owner) setOut(out bool) {
 // delete would make the owner a member again: the others would then keep
 // its share for it, unowned, until its record expired. If the delete
 // fails, the record expires, as no round renews it.
-func (o *Owner) goOut() error {
+func (o *Owner) goOut() {
 	o.inRound <- struct{}{}
 	o.setOut(true)
 	<-o.inRound
@@ -553,15 +551,15 @@ func (o *Owner) goOut() error {
 	start := o.clock()()
 	err := o.Store.Leave(ctx, o.Group, o.Member)
 	o.observe("leave", o.clock()()-start, err)
-	return err
+	if err != nil {
+		o.logger().Warn("could not leave the group; the others see it expire", "err", err)
+	}
 }
 
 // leave deletes the member record, hands off every partition, and waits
 // until the caller released them all; renewal rounds go on meanwhile.
 func (o *Owner) leave(log *slog.Logger) {
-	if err := o.goOut(); err != nil {
-		log.Warn("could not leave the group; the others see it expire", "err", err)
-	}
+	o.goOut()
 	o.mu.Lock()
 	for p, h := range o.held {
 		if h.handedOff.IsZero() {
