@@ -66,9 +66,11 @@ func runChaos(t *testing.T, store string, partitioned bool) {
 	partitions := 0
 	label := store
 	if partitioned {
-		partitions = *flagPartitions
-		if partitions <= 0 {
-			partitions = 4 + rng.IntN(5) // 4 … 8
+		// Drawn even when the flag sets the count, so that the rerun line
+		// below, which passes it, replays the same schedule.
+		partitions = 4 + rng.IntN(5) // 4 … 8
+		if *flagPartitions > 0 {
+			partitions = *flagPartitions
 		}
 		label = fmt.Sprintf("%s, %d partitions", store, partitions)
 		t.Logf("seed %d (rerun with -run 'TestChaos/^partitioned-%s$' -chaos.seed=%d -chaos.store=%s -chaos.partitions=%d)",
@@ -116,7 +118,9 @@ func runChaos(t *testing.T, store string, partitioned bool) {
 		appendFile(t, *flagReport, b.String())
 	}
 	if len(res.violations) > 0 {
-		t.Errorf("%s: %d violations (see the table above); seed %d", label, len(res.violations), seed)
+		// The violations again, beside the failure: a CI log's tail may
+		// hold this line but not the table, printed minutes earlier.
+		t.Errorf("%s: %d violations; seed %d:\n\t%s", label, len(res.violations), seed, strings.Join(res.violations, "\n\t"))
 	}
 	for id, rounds := range res.known {
 		if *flagStrict {
