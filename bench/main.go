@@ -255,7 +255,8 @@ func (b *bench) setup(ctx context.Context, logDir string) error {
 	}
 	b.root = filepath.Dir(strings.TrimSpace(string(out)))
 	build := func(dst, pkg string) error {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", dst, pkg)
+		// The tag as `make build` sets it.
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-o", dst, pkg)
 		cmd.Dir = b.root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -117,10 +118,10 @@ func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
 
 // singleDash is an option as the flag package names it in its errors
 // ("-window"); leaderrun's options are written with two dashes.
-var singleDash = regexp.MustCompile(`(^|[^-\w])-([A-Za-z][\w-]*)`)
+var singleDash = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^-\w])-([A-Za-z][\w-]*)`) })
 
 func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return &usageError{errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))}
+	return &usageError{errors.New(singleDash().ReplaceAllString(err.Error(), "$1--$2"))}
 }
 
 // bounds describes an option's range (config.Bounds) for its help text.
