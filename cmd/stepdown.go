@@ -170,15 +170,17 @@ func stepDownError(store lease.Store, name, to string, err error) error {
 	return fmt.Errorf("step down lease %q: %w", name, err)
 }
 
-// While the name is released, a follower's acquire is usually a few
-// milliseconds away, but not every store wakes a waiter on a released name
-// when it is taken (MySQL polls it every 250 ms, which is what made
-// step-down --wait report a new leader 277 ms p50 after the request). So
-// the step-down command itself reads a released name every releasedPoll
-// for its first releasedPollFor; a replica's Waits are left alone.
+// A hand-over asked for is usually done within tens of milliseconds, but
+// not every store's Wait sees it that soon: MySQL polls a released name
+// every 250 ms (step-down --wait reported a new leader 277 ms p50 after the
+// request), and PostgreSQL's first Wait opens the LISTEN connection, a
+// server backend's start, which often outlasts the hand-over itself
+// (--wait returned 15 ms after the new child ran, p50). So for its first
+// handOverPollFor the step-down command only reads the name, every
+// handOverPoll (at most 100 reads); a replica's Waits are left alone.
 const (
-	releasedPoll    = 10 * time.Millisecond
-	releasedPollFor = 500 * time.Millisecond
+	handOverPoll    = 5 * time.Millisecond
+	handOverPollFor = 500 * time.Millisecond
 )
 
 // awaitNewLeader returns the first record held under a newer token than
@@ -187,7 +189,7 @@ const (
 func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (lease.Record, error) {
 	backoff := 250 * time.Millisecond
 	seen := old
-	var released time.Time // when the name was first seen released
+	pollUntil := time.Now().Add(handOverPollFor)
 	for {
 		rec, err := store.Get(ctx, old.Name)
 		wait := time.Minute
@@ -202,16 +204,17 @@ func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (l
 		case err != nil && !errors.Is(err, lease.ErrNotFound):
 			fmt.Fprintf(os.Stderr, "leaderrun: step-down --wait: %v (retrying in %v)\n", err, backoff)
 			wait, backoff = backoff, min(2*backoff, 5*time.Second)
+		case time.Now().Before(pollUntil):
+			t := time.NewTimer(handOverPoll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return lease.Record{}, context.Cause(ctx)
+			case <-t.C:
+			}
+			continue
 		default:
 			seen = rec // the zero Record when the name is gone
-			if !rec.Held() {
-				if released.IsZero() {
-					released = time.Now()
-				}
-				if time.Since(released) < releasedPollFor {
-					wait = releasedPoll
-				}
-			}
 		}
 		if err := store.Wait(ctx, old.Name, seen, wait); err != nil {
 			return lease.Record{}, context.Cause(ctx)

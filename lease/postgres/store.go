@@ -116,7 +116,11 @@ func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 		// timing out as if the server were unreachable.
 		cfg.RuntimeParams["lock_timeout"] = lockTimeout
 	}
-	if !opts.listen && !opts.execModeSet {
+	if (!opts.listen || existing) && !opts.execModeSet {
+		// Unprepared, in one round trip each: without LISTEN, for a
+		// pooler that cannot keep prepared statements; opened existing,
+		// for a command's few statements, where preparing each first
+		// cost a round trip of its own on a backend just started.
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	once := pgx.QueryExecModeExec
