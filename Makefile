@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 # urfave_cli_no_docs leaves out urfave/cli's man and markdown writers, which
 # leaderrun never calls: their initialisers cost every process start (the
-# namespace's init, every client command) about 60 page faults.
+# namespace's init, every client command) about 70 page faults.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags "-X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o leaderrun .
 

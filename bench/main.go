@@ -7,10 +7,10 @@
 //	go run ./bench -out BENCHMARKS.md -json bench/results.json   # full run, about 30 minutes
 //	go run ./bench -quick -out /tmp/quick.md                      # about 10 minutes
 //
-// It builds leaderrun (CGO_ENABLED=0, as `make build` does) and a small
-// child program into a temp dir, starts every process in a process group
-// of its own, talks only to 127.0.0.1, and kills what it started and
-// removes the temp dir when it ends or is interrupted. PostgreSQL,
+// It builds leaderrun (CGO_ENABLED=0, urfave_cli_no_docs, as `make build`
+// does) and a small child program into a temp dir, starts every process in
+// a process group of its own, talks only to 127.0.0.1, and kills what it
+// started and removes the temp dir when it ends or is interrupted. PostgreSQL,
 // MariaDB and Redis are used when -pg, -mysql and -redis connect (the
 // benchmark creates and drops databases, and key prefixes, of its own);
 // etcd and etcdctl when they are on PATH (it starts a three-member

@@ -411,7 +411,7 @@ func (r *report) machineSection(w *mdw) {
 	if r.EtcdVer != "" {
 		w.p("| etcd / etcdctl | %s (three members on 127.0.0.1, started by the benchmark, data dirs in a temp dir; leaderrun's etcd store and etcdctl lock both ran on it) |", r.EtcdVer)
 	}
-	w.p("| leaderrun binary | %.1f MB (CGO_ENABLED=0, -trimpath, as `make build`) |", float64(r.BinSize)/1e6)
+	w.p("| leaderrun binary | %.1f MB (CGO_ENABLED=0, -trimpath, -tags urfave_cli_no_docs, as `make build`) |", float64(r.BinSize)/1e6)
 	w.p("| load average before / after | %s / %s |", r.LoadBefore, r.LoadAfter)
 	w.p("")
 	w.p("Reproduce (from the repository root; PostgreSQL, MariaDB and Redis on their usual loopback ports, and")
