@@ -6,9 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/internal/lazyre"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/signals"
 	"github.com/leaderrun/leaderrun/supervise"
@@ -118,10 +117,10 @@ func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
 
 // singleDash is an option as the flag package names it in its errors
 // ("-window"); leaderrun's options are written with two dashes.
-var singleDash = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^-\w])-([A-Za-z][\w-]*)`) })
+var singleDash = lazyre.New(`(^|[^-\w])-([A-Za-z][\w-]*)`)
 
 func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return &usageError{errors.New(singleDash().ReplaceAllString(err.Error(), "$1--$2"))}
+	return &usageError{errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))}
 }
 
 // bounds describes an option's range (config.Bounds) for its help text.

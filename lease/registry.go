@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/leaderrun/leaderrun/internal/lazyre"
 )
 
 // OpenOptions tune Open.
@@ -73,9 +74,9 @@ func Schemes() []string {
 
 var (
 	// schemeRE is a URI scheme (RFC 3986), of a sensible length.
-	schemeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`) })
+	schemeRE = lazyre.New(`^[A-Za-z][A-Za-z0-9+.-]{0,31}$`)
 	// keyValueRE is the start of a keyword=value DSN.
-	keyValueRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`) })
+	keyValueRE = lazyre.New(`^\s*[A-Za-z_]+\s*=`)
 )
 
 // Open opens the store a DSN names, by its scheme: the text before the
@@ -94,14 +95,14 @@ func OpenWith(ctx context.Context, dsn string, opts OpenOptions) (Store, error) 
 	scheme, rest, _ := strings.Cut(dsn, ":")
 	registryMu.Lock()
 	open := openers[scheme]
-	if keyValueRE().MatchString(dsn) && keyValue != "" {
+	if keyValueRE.MatchString(dsn) && keyValue != "" {
 		open = openers[keyValue]
 	}
 	registryMu.Unlock()
 	switch {
 	case open != nil:
 		return open(ctx, dsn, opts)
-	case !strings.HasPrefix(rest, "//") || !schemeRE().MatchString(scheme):
+	case !strings.HasPrefix(rest, "//") || !schemeRE.MatchString(scheme):
 		// Only a scheme followed by "//" is surely one: "hunter2:x" may
 		// be a password.
 		return nil, fmt.Errorf("store: the DSN has no scheme leaderrun knows (it is not shown: it may hold a password); "+

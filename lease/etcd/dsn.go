@@ -8,10 +8,10 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/leaderrun/leaderrun/internal/lazyre"
 )
 
 // DefaultPrefix is the key prefix under which leaderrun keeps its keys when
@@ -47,8 +47,8 @@ type config struct {
 }
 
 var (
-	prefixPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`) })
-	envPattern    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	prefixPattern = lazyre.New(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+	envPattern    = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // maxPrefixLen bounds the key prefix.
@@ -98,7 +98,7 @@ func parseDSN(dsn string) (config, error) {
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
 	}
-	if len(c.prefix) > maxPrefixLen || !prefixPattern().MatchString(c.prefix) {
+	if len(c.prefix) > maxPrefixLen || !prefixPattern.MatchString(c.prefix) {
 		return c, fmt.Errorf("prefix %q: want up to %d letters, digits, '.', '_' or '-', in segments separated by '/'", c.prefix, maxPrefixLen)
 	}
 	if err := c.parseParams(query); err != nil {
@@ -206,7 +206,7 @@ func (c *config) check() error {
 	case sources == 0 && c.user != "":
 		return fmt.Errorf("user %q has no password: write it in the DSN, or name a file (%s) or an environment variable (%s)", c.user, paramPasswordFile, paramPasswordEnv)
 	}
-	if v := p[paramPasswordEnv]; v != "" && !envPattern().MatchString(v) {
+	if v := p[paramPasswordEnv]; v != "" && !envPattern.MatchString(v) {
 		return fmt.Errorf("%s=%q: want the name of an environment variable", paramPasswordEnv, v)
 	}
 	return nil

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
-	"sync"
 
+	"github.com/leaderrun/leaderrun/internal/lazyre"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -30,7 +29,7 @@ type options struct {
 	execModeSet bool
 }
 
-var schemaPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`) })
+var schemaPattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // splitDSN separates leaderrun's parameters from the DSN that pgx parses.
 // leaderrun's parameters are only read from URL DSNs (postgres://…); a
@@ -59,7 +58,7 @@ func splitDSN(dsn string) (string, options, error) {
 			opts.execModeSet = true
 		case !strings.HasPrefix(p.key, "leaderrun_"):
 		case p.key == paramSchema:
-			if !schemaPattern().MatchString(p.value) {
+			if !schemaPattern.MatchString(p.value) {
 				return "", opts, fmt.Errorf("%s=%q: want 1 to 63 letters, digits or underscores, not starting with a digit", paramSchema, p.value)
 			}
 			if reservedSchema(p.value) {
@@ -140,15 +139,13 @@ func isURL(dsn string) bool {
 }
 
 // keywordPassword matches a password in a keyword/value DSN, quoted or not.
-var keywordPassword = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?i)\b(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
-})
+var keywordPassword = lazyre.New(`(?i)\b(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
 
 // redact returns dsn without any password: the one in the URL's user
 // information, and password or sslpassword parameters.
 func redact(dsn string) string {
 	if !isURL(dsn) {
-		return keywordPassword().ReplaceAllString(dsn, "")
+		return keywordPassword.ReplaceAllString(dsn, "")
 	}
 	scheme, rest, _ := strings.Cut(dsn, "://")
 	// The user information ends at the last '@' of the whole DSN: a
@@ -198,7 +195,7 @@ func dsnSecrets(dsn string) []string {
 		}
 	}
 	if !isURL(dsn) {
-		for _, m := range keywordPassword().FindAllStringSubmatch(dsn, -1) {
+		for _, m := range keywordPassword.FindAllStringSubmatch(dsn, -1) {
 			add(strings.Trim(m[2], "'"))
 		}
 		return s

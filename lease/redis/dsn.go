@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/leaderrun/leaderrun/internal/lazyre"
 )
 
 // DSN query parameters that leaderrun reads itself. They are removed before
@@ -32,7 +32,7 @@ type options struct {
 
 // A prefix may not contain glob characters (it starts a SCAN pattern) nor
 // braces (hash tags).
-var prefixPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`) })
+var prefixPattern = lazyre.New(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 // errPercentEncode is the whole message for a DSN whose user information
 // does not parse, so that nothing of the password is echoed.
@@ -78,7 +78,7 @@ func splitDSN(dsn string) (string, options, error) {
 			opts.retriesSet = true
 		case !strings.HasPrefix(key, "leaderrun_"):
 		case key == paramPrefix:
-			if !prefixPattern().MatchString(value) {
+			if !prefixPattern.MatchString(value) {
 				return "", opts, fmt.Errorf("%s=%q: want 1 to 64 letters, digits or . _ : -", paramPrefix, value)
 			}
 			opts.prefix = value
