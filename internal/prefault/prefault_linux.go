@@ -43,12 +43,11 @@ func mappingOf(addr uintptr) (start, end uintptr, ok bool) {
 		}
 		n += m
 	}
-	lo, hi, found := findMapping(buf[:n], addr)
+	_, hi, found := findMapping(buf[:n], addr)
 	if !found {
 		return 0, 0, false
 	}
-	page := uintptr(syscall.Getpagesize())
-	return max(lo, addr&^(page-1)), hi, true
+	return addr &^ uintptr(syscall.Getpagesize()-1), hi, true
 }
 
 // findMapping returns the bounds of the line of maps (the text of
@@ -61,16 +60,16 @@ func findMapping(maps []byte, addr uintptr) (lo, hi uintptr, ok bool) {
 		} else {
 			maps = nil
 		}
-		lo, i := parseHex(line)
+		from, i := parseHex(line)
 		if i == 0 || i >= len(line) || line[i] != '-' {
 			return 0, 0, false
 		}
-		hi, j := parseHex(line[i+1:])
+		to, j := parseHex(line[i+1:])
 		if j == 0 {
 			return 0, 0, false
 		}
-		if lo <= addr && addr < hi {
-			return lo, hi, true
+		if from <= addr && addr < to {
+			return from, to, true
 		}
 	}
 	return 0, 0, false
