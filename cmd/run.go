@@ -449,11 +449,12 @@ const successorWait = 100 * time.Millisecond
 const successorQuiet = 20 * time.Millisecond
 
 // announceStop tells the followers on this host, through the tenure's end
-// signal, when a stop signal begins to end the tenure: the one that claims
-// it takes the name at once, while this replica's command stops, and
-// starts its own once the end signal or this process's death says that
-// command's tree is gone (a seize on PostgreSQL took 2 ms, the command's
-// stop about 1 ms: bench/findings.md). It returns when the tenure ends.
+// signal, when a stop signal or a step-down that names no successor
+// (openStepDown) begins to end the tenure: the one that claims it takes
+// the name at once, while this replica's command stops, and starts its own
+// once the end signal or this process's death says that command's tree is
+// gone (a seize on PostgreSQL took 2 ms, the command's stop about 1 ms:
+// bench/findings.md). It returns when the tenure ends.
 func (l *leader) announceStop(ten *lease.Tenure, sig *local.EndSignal) {
 	if sig == nil {
 		return
@@ -465,16 +466,31 @@ func (l *leader) announceStop(ten *lease.Tenure, sig *local.EndSignal) {
 			sig.Stopping()
 		}
 	case <-ten.Context().Done():
+		if openStepDown(ten) {
+			sig.Stopping() // the tenure no longer renews: nothing to yield
+		}
 	}
+}
+
+// openStepDown reports whether ten ended at a step-down request that names
+// no successor. Its reservation, in the record since the request, keeps
+// only this replica out, and a Seize honours it: a follower on this host
+// may take the name at the end signal, as after a stop signal. A successor
+// named with --to may run on another host, and another follower here may
+// claim the end signal first: the release, through the store, reaches it.
+func openStepDown(ten *lease.Tenure) bool {
+	rec, ok := ten.StepDownRequest()
+	return ok && rec.Successor == ""
 }
 
 // handBack ends a tenure whose command's whole tree is gone: it sends the
 // end signal, so that a follower on this host may take the name before a
-// release reaches it through the store (unless the release reserves the
-// name for another: then after it), and releases. It reports whether the
-// name was released or taken over.
+// release reaches it through the store (unless a release is to reserve
+// the name for another: a step-down with a successor, a partition's
+// hand-off; then after it), and releases. It reports whether the name was
+// released or taken over.
 func (l *leader) handBack(ten *lease.Tenure, end tenureEnd, sig *local.EndSignal, log *slog.Logger) bool {
-	if end.reserved {
+	if end.reserved && !openStepDown(ten) {
 		return l.release(ten, log, end.why, false)
 	}
 	watched := sig.Watched()

@@ -31,8 +31,11 @@ func stepDownCommand(sigs <-chan os.Signal) *cli.Command {
 		Name:      "step-down",
 		Usage:     "ask the current leader of a name to hand it over to another replica",
 		UsageText: "leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
-		Description: `The leader notices at its next renewal (within --renew-interval), stops its
-command gracefully as on any lost tenure, and releases the name. For
+		Description: `The leader notices at once (through the store's wake-up; at the latest at
+its next renewal), stops its command gracefully as on any lost tenure, and
+releases the name; without --to, a follower on the leader's host takes it
+over while that command stops, and starts its own once the old one's whole
+tree is gone. For
 --window after the request, only --to IDENTITY may take the name or, without
 --to, anyone but the leader that stepped down; after the window anyone may.
 IDENTITY must be a replica campaigning for the name (its --identity), seen

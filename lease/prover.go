@@ -71,7 +71,10 @@ type holderWatch struct {
 // no Prover, a record that is not held, has no Where or is this holder's
 // own), stopping w.
 func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, log *slog.Logger) *holderWatch {
-	if w != nil && SameTenure(w.rec, rec) {
+	// A step-down request changes the record, not the tenure the watch
+	// proves gone: the watch stays, with a stopping word it may have
+	// claimed as the leader began to stop at that request.
+	if w != nil && SameTenure(w.rec, rec.withStepDown(w.rec.StepDown)) {
 		return w
 	}
 	w.stop()

@@ -46,6 +46,20 @@ type Tenure struct {
 	seized bool
 	// yielding: the holder told a follower it may take the name (Yield).
 	yielding atomic.Bool
+	// stepDown is the record that showed the step-down request that ended
+	// the tenure; run sets it before it ends ctx with ErrSteppedDown.
+	stepDown Record
+}
+
+// StepDownRequest returns the record that showed the step-down request
+// that ended the tenure (its Successor, its reservation), once Context has
+// ended with ErrSteppedDown. It reports false before, for any other end,
+// and for a partition's tenure, which its Owner ends.
+func (t *Tenure) StepDownRequest() (Record, bool) {
+	if !errors.Is(context.Cause(t.ctx), ErrSteppedDown) || t.stepDown.Token == 0 {
+		return Record{}, false
+	}
+	return t.stepDown, true
 }
 
 // Yield says that the holder has told a follower it may take the name
@@ -242,6 +256,7 @@ func (t *Tenure) run(sent time.Duration) {
 		case rec := <-t.asked:
 			log.Info("asked to step down", "successor", rec.Successor,
 				"reserved_for", rec.Reserved.Round(time.Millisecond), "noticed", "by the store's wake-up")
+			t.stepDown = rec
 			t.cancel(ErrSteppedDown)
 			timer.Stop()
 			return
@@ -251,6 +266,7 @@ func (t *Tenure) run(sent time.Duration) {
 			case r.err == nil && r.rec.StepDown:
 				log.Info("asked to step down", "successor", r.rec.Successor,
 					"reserved_for", r.rec.Reserved.Round(time.Millisecond))
+				t.stepDown = r.rec
 				t.cancel(ErrSteppedDown)
 				timer.Stop()
 				return

@@ -94,6 +94,23 @@ func testSeizeChanged(t *testing.T, h Harness) {
 	}
 }
 
+// testSeizeAtStepDown: a step-down without a successor keeps only the
+// holder out, so a follower may seize from the holder while it stops (the
+// leader's stopping word at a step-down), and the token goes up.
+func testSeizeAtStepDown(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	held := mustAcquire(t, a, "n", "a", ttl)
+	candidate(t, b, "n", "b", ttl)
+	asked := mustStepDown(t, b, "n", "", time.Minute)
+	rec, err := b.Seize(ctx(t), "n", "b", asked, ttl)
+	if err != nil {
+		t.Fatalf("Seize by another during an open step-down: %v", err)
+	}
+	if rec.Holder != "b" || rec.Token <= held.Token || rec.StepDown || rec.Reserved != 0 {
+		t.Errorf("Seize = %+v, want held by b with a token > %d, the step-down and reservation cleared", rec, held.Token)
+	}
+}
+
 func isHeld(err error) bool {
 	var held *lease.HeldError
 	return errors.As(err, &held)

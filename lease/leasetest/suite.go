@@ -50,6 +50,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"AnnotateSetsWhereAndWakes", testAnnotate},
 		{"SeizeFromProvedDeadHolder", testSeize},
 		{"SeizeOfChangedTenureIsRefused", testSeizeChanged},
+		{"SeizeDuringAnOpenStepDown", testSeizeAtStepDown},
 		{"StepDownNeedsAHolder", testStepDownNeedsAHolder},
 		{"StepDownBadSuccessorChangesNothing", testStepDownBadSuccessor},
 		{"RenewSeesStepDown", testRenewSeesStepDown},
