@@ -496,11 +496,27 @@ func (l *leader) handBack(ten *lease.Tenure, end tenureEnd, sig *local.EndSignal
 	watched := sig.Watched()
 	sig.Send()
 	if watched && l.handedOver(ten) {
-		ten.Abandon()
+		l.letGo(ten, end)
 		log.Info("tenure over; a follower on this host took the name at our end signal", "why", end.why)
 		return true
 	}
 	return l.release(ten, log, end.why, true)
+}
+
+// letGo ends a tenure that a follower took at the end signal. A replica
+// that campaigns on (its command exited, or it stepped down) releases it:
+// the store refuses (ErrLost), and lets go of what it kept for the tenure,
+// which on MySQL is the named lock that waiters on the store block on
+// until it is freed or the old lease expires. One that exits leaves it
+// (its sessions end with it) and stays off the new command's start.
+func (l *leader) letGo(ten *lease.Tenure, end tenureEnd) {
+	if end.stopped || l.cfg.Once || l.stopped() {
+		ten.Abandon()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	ten.Release(ctx) // ErrLost: the name is the follower's
 }
 
 // handOverLook is how long after its end signal a leader that a follower
