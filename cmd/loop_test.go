@@ -473,6 +473,14 @@ func TestLoopRecordsWhereItsCommandRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rec.Where != "" {
+			t.Errorf("where = %q at the command's start, want it recorded %v later", rec.Where, annotateAfter)
+		}
+		time.Sleep(annotateAfter)
+		synctest.Wait()
+		if rec, err = lp.m.Get(context.Background(), "relay"); err != nil {
+			t.Fatal(err)
+		}
 		w, err := local.Parse(rec.Where)
 		if err != nil {
 			t.Fatalf("the leader's record = %+v: %v", rec, err)
