@@ -145,7 +145,7 @@ func shortDuration(d time.Duration) string {
 func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
-		&cli.StringFlag{Name: "store", EnvVars: env("store"), DefaultText: "the per-host SQLite file",
+		&cli.StringFlag{Name: "store", EnvVars: env("store"), DefaultText: defaultStoreText,
 			Usage: "store DSN: sqlite:PATH, postgres://…, mysql://…, redis://…, etcd://… (see the README)"},
 		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true,
 			Usage: "read the store DSN from the first line of this file instead, so a password stays out of the process list"},

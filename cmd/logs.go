@@ -5,7 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"time"
+	"unicode"
 )
 
 // logSettings are the validated --log-format and --log-level.
@@ -52,7 +55,7 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 // "leaderrun: ERROR".
 func errorLine(w io.Writer, args []string, err error) {
 	if !jsonRequested(args) {
-		fmt.Fprintf(w, "leaderrun: %v\n", err)
+		fmt.Fprintf(w, "leaderrun: %s\n", printable(err.Error()))
 		return
 	}
 	slog.New(slog.NewJSONHandler(w, nil)).Error("leaderrun exits", "err", err.Error())
@@ -62,7 +65,7 @@ func errorLine(w io.Writer, args []string, err error) {
 // errorLine uses.
 func warnLine(w io.Writer, msg string) {
 	if !jsonRequested(os.Args) {
-		fmt.Fprintf(w, "leaderrun: warning: %s\n", msg)
+		fmt.Fprintf(w, "leaderrun: warning: %s\n", printable(msg))
 		return
 	}
 	slog.New(slog.NewJSONHandler(w, nil)).Warn(msg)
@@ -83,3 +86,31 @@ func jsonRequested(args []string) bool {
 	}
 	return format == "json"
 }
+
+// retryLine tells the operator of a client command (watch, step-down
+// --wait) that a read failed and when it is tried again.
+func retryLine(w io.Writer, what string, err error, backoff time.Duration) {
+	fmt.Fprintf(w, "leaderrun: %s: %s (retrying in %v)\n", what, printable(err.Error()), backoff)
+}
+
+// printable is s with every control or otherwise unprintable character
+// written as its Go escape (\x1b, \n, \u0085): error text comes from
+// stores and servers, and must neither move the terminal nor forge a line.
+// Printable text, quotes included, is left as it is.
+func printable(s string) string {
+	if strings.IndexFunc(s, unprintable) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !unprintable(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r) // '\x1b', with its quotes
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
+func unprintable(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/lease/sqlite"
 	"github.com/leaderrun/leaderrun/local"
 	"github.com/leaderrun/leaderrun/observe"
 	"github.com/leaderrun/leaderrun/signals"
@@ -87,10 +86,10 @@ type mode interface {
 func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *slog.Logger) error {
 	dsn := rc.Store
 	if dsn == "" {
-		path := sqlite.DefaultPath()
-		dsn = "sqlite:" + path
-		log.Info("using the per-host SQLite store; only processes sharing this file take part in the election",
-			"path", path)
+		var path string
+		dsn, path = defaultStore()
+		log.Info("using this user's default SQLite store; only processes of this user on this host take part in the election",
+			"path", path, "uid", os.Geteuid())
 	}
 	holder := rc.Identity
 	if holder == "" {
@@ -108,7 +107,7 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 	}
 	supervise.ReclaimCgroups(log) // what a SIGKILLed leaderrun's command left
 	r := newReplica(rc, holder, log)
-	r.dsn = dsn
+	r.dsn, r.byDefault = dsn, rc.Store == ""
 	var m mode = newLeader(r)
 	if rc.Partitions > 0 {
 		m = newPartitioned(r)
@@ -138,6 +137,8 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 type replica struct {
 	cfg    runConfig
 	dsn    string
+	// byDefault is set when dsn is the default store (--store not given).
+	byDefault bool
 	log    *slog.Logger
 	holder string
 	report *reporter
@@ -267,6 +268,8 @@ func (r *replica) openStore() (lease.Store, error) {
 		case err == nil:
 			r.keepSecrets(store)
 			return store, nil
+		case errors.Is(err, lease.ErrRefused) && r.byDefault:
+			return nil, fmt.Errorf("open store: %w", defaultStoreError(err))
 		case errors.Is(err, lease.ErrRefused):
 			return nil, fmt.Errorf("open store: %w", err)
 		case ctx.Err() != nil:

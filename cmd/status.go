@@ -18,7 +18,6 @@ import (
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/lease/sqlite"
 )
 
 // ExitNoSuchLease is status's exit code for a name the store has never
@@ -31,7 +30,7 @@ var errNoSuchLease = errors.New("no such lease")
 // storeFlags are the options every command that reads the store takes.
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN (default: the per-host SQLite file)"},
+		&cli.StringFlag{Name: "store", EnvVars: env("store"), Usage: "store DSN (default: " + defaultStoreText + ")"},
 		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true, Usage: "read the store DSN from the first line of this file"},
 	}
 }
@@ -43,13 +42,17 @@ func openStore(c *cli.Context) (lease.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dsn == "" {
-		dsn = "sqlite:" + sqlite.DefaultPath()
+	byDefault := dsn == ""
+	if byDefault {
+		dsn, _ = defaultStore()
 	}
 	if err := environ.Hide(); err != nil {
 		warnLine(c.App.ErrWriter, "cannot make this process non-dumpable; other processes of its user can read its memory: "+err.Error())
 	}
 	s, err := lease.OpenWith(c.Context, dsn, lease.OpenOptions{Existing: true})
+	if err != nil && byDefault {
+		return nil, fmt.Errorf("open store: %w", defaultStoreError(err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -123,7 +124,7 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 		fmt.Errorf("%w (%v)", errNoNewLeader, c.Duration("timeout")))
 	defer cancelTimeout()
 	start := time.Now()
-	next, err := awaitNewLeader(ctx, store, rec)
+	next, err := awaitNewLeader(ctx, c.App.ErrWriter, store, rec)
 	if err != nil {
 		return fmt.Errorf("step-down of %q: %w", name, err)
 	}
@@ -189,7 +190,7 @@ const (
 // awaitNewLeader returns the first record held under a newer token than
 // old's by another holder. A newer tenure of old's own holder is an error:
 // no other replica took the name within the window.
-func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (lease.Record, error) {
+func awaitNewLeader(ctx context.Context, log io.Writer, store lease.Store, old lease.Record) (lease.Record, error) {
 	backoff := 250 * time.Millisecond
 	seen := old
 	pollUntil := time.Now().Add(handOverPollFor)
@@ -205,7 +206,7 @@ func awaitNewLeader(ctx context.Context, store lease.Store, old lease.Record) (l
 		case err == nil && rec.Held() && rec.Token > old.Token:
 			return rec, nil
 		case err != nil && !errors.Is(err, lease.ErrNotFound):
-			fmt.Fprintf(os.Stderr, "leaderrun: step-down --wait: %v (retrying in %v)\n", err, backoff)
+			retryLine(log, "step-down --wait", err, backoff)
 			wait, backoff = backoff, min(2*backoff, 5*time.Second)
 		case time.Now().Before(pollUntil):
 			t := time.NewTimer(handOverPoll)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"io"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,7 +66,7 @@ func TestAwaitNewLeaderReadsTheNameSoon(t *testing.T) {
 				start := time.Now()
 				done := make(chan result, 1)
 				go func() {
-					rec, err := awaitNewLeader(ctx, blindWaits{m}, old)
+					rec, err := awaitNewLeader(ctx, io.Discard, blindWaits{m}, old)
 					done <- result{rec, err, time.Since(start)}
 				}()
 				time.Sleep(20 * time.Millisecond)

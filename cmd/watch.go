@@ -51,7 +51,7 @@ joined and left (or expired) for its members. Runs until SIGINT or SIGTERM.`,
 			defer store.Close()
 			ctx, stop := untilStopSignal(c.Context, sigs)
 			defer stop()
-			w := &eventWriter{w: c.App.Writer, json: c.Bool("json")}
+			w := &eventWriter{w: c.App.Writer, log: c.App.ErrWriter, json: c.Bool("json")}
 			err = watch(ctx, store, name, w)
 			if errors.Is(err, context.Canceled) {
 				return nil
@@ -81,7 +81,7 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 			seen = lease.Record{}
 			last = w.emit(last, "absent", lease.Record{Name: name})
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "leaderrun: watch %q: %v (retrying in %v)\n", name, err, backoff)
+			retryLine(w.log, fmt.Sprintf("watch %q", name), err, backoff)
 			wait, backoff = backoff, min(2*backoff, watchPoll)
 		default:
 			backoff, seen = 250*time.Millisecond, rec
@@ -128,7 +128,7 @@ func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWr
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "leaderrun: watch %q: %v (retrying in %v)\n", group, err, backoff)
+			retryLine(w.log, fmt.Sprintf("watch %q", group), err, backoff)
 			wait, backoff = backoff, min(2*backoff, watchPoll)
 		default:
 			backoff, seen = 250*time.Millisecond, g
@@ -169,6 +169,7 @@ func watchGroup(ctx context.Context, store lease.Store, group string, w *eventWr
 // error ends the watch (the reader of a pipe has gone: watch | head).
 type eventWriter struct {
 	w    io.Writer
+	log  io.Writer // where failed reads are reported
 	json bool
 	err  error // the first write error
 }

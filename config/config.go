@@ -77,7 +77,7 @@ type Timing struct {
 // Config is everything leaderrun needs to run one command under a lease.
 type Config struct {
 	Name     string
-	Store    string // DSN; empty means the per-host SQLite file
+	Store    string // DSN; empty means this user's SQLite file on this host
 	Identity string // empty means host, pid and a random part
 	Timing
 	Once           bool

@@ -97,8 +97,10 @@ func (o *Observer) Serve(ctx context.Context, l net.Listener) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          o.errorLog,
 	}
+	ll := limitListener(l, maxConns)
+	srv.ConnState = ll.track
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(limitListener(l, maxConns)) }()
+	go func() { served <- srv.Serve(ll) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve http on %s: %w", l.Addr(), err)
@@ -134,25 +136,97 @@ func Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// limitListener accepts at most n connections at a time: Accept waits
-// until one of them is closed.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &limited{Listener: l, slots: make(chan struct{}, n)}
+// limitListener accepts at most n connections at a time. When all n are
+// taken, Accept first closes the connection that has been quiet longest:
+// kept alive without a request in flight, or connected without sending a
+// byte for newGrace. So idle clients never keep a health probe out; only
+// when every connection is busy does Accept wait until one is closed.
+func limitListener(l net.Listener, n int) *limited {
+	return &limited{Listener: l, slots: make(chan struct{}, n), quiet: make(map[*limitedConn]quiet)}
 }
+
+// newGrace is how long a new connection may stay silent before it counts
+// as quiet: a client sends its request as soon as it has connected.
+var newGrace = 250 * time.Millisecond
 
 type limited struct {
 	net.Listener
 	slots chan struct{}
+
+	mu    sync.Mutex
+	quiet map[*limitedConn]quiet // connections without a request in flight
+}
+
+type quiet struct {
+	since time.Time
+	new   bool // connected, nothing read yet
 }
 
 func (l *limited) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
+	for taken := false; !taken; {
+		select {
+		case l.slots <- struct{}{}:
+			taken = true
+		default:
+			if !l.closeQuietest() {
+				// Every connection is busy: wait for one to end, looking
+				// again for a quiet one now and then.
+				select {
+				case l.slots <- struct{}{}:
+					taken = true
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		<-l.slots
 		return nil, err
 	}
 	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// track is the server's ConnState hook: it keeps the set of quiet
+// connections.
+func (l *limited) track(c net.Conn, state http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch state {
+	case http.StateNew, http.StateIdle:
+		l.quiet[lc] = quiet{since: time.Now(), new: state == http.StateNew}
+	default:
+		delete(l.quiet, lc)
+	}
+}
+
+// closeQuietest closes the connection quiet for longest, and reports
+// whether there was one. Its slot is free once Close returns.
+func (l *limited) closeQuietest() bool {
+	l.mu.Lock()
+	var (
+		oldest *limitedConn
+		since  time.Time
+	)
+	for c, q := range l.quiet {
+		if q.new && time.Since(q.since) < newGrace {
+			continue
+		}
+		if oldest == nil || q.since.Before(since) {
+			oldest, since = c, q.since
+		}
+	}
+	delete(l.quiet, oldest)
+	l.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	oldest.Close()
+	return true
 }
 
 type limitedConn struct {

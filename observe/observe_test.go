@@ -565,11 +565,92 @@ func Example() {
 }
 
 // TestConnectionsAreCapped: connections beyond the cap wait in the
-// kernel's backlog instead of taking file descriptors, and idle ones are
-// closed.
+// kernel's backlog instead of taking file descriptors while every
+// connection has a request in flight.
 func TestConnectionsAreCapped(t *testing.T) {
-	defer func(n int, idle time.Duration) { maxConns, idleTimeout = n, idle }(maxConns, idleTimeout)
-	maxConns, idleTimeout = 2, 500*time.Millisecond
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll := limitListener(l, 2)
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			inFlight <- struct{}{}
+			<-release
+		}
+	})
+	srv := &http.Server{Handler: slow, ConnState: ll.track}
+	go srv.Serve(ll)
+	defer srv.Close()
+	defer close(release)
+	addr := l.Addr().String()
+
+	get := func(path string, timeout time.Duration) error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(timeout))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+			return err
+		}
+		_, err = http.ReadResponse(bufio.NewReader(c), nil)
+		return err
+	}
+	// Two connections with a request in flight.
+	for range 2 {
+		go get("/slow", time.Minute)
+		<-inFlight
+	}
+	if err := get("/healthz", 300*time.Millisecond); err == nil {
+		t.Fatal("a third connection was served while two had requests in flight, with a cap of 2")
+	}
+}
+
+// TestIdleConnectionsDoNotStarveProbes: clients that connect and idle,
+// before or after a request, never keep /healthz from answering: the
+// quietest connection is closed to make room.
+func TestIdleConnectionsDoNotStarveProbes(t *testing.T) {
+	addr := serveTest(t)
+	for i := range 200 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i >= maxConns {
+			continue // connected, silent
+		}
+		// One request on a kept-alive connection, then silence.
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+	}
+	// Far below the 30 s after which the server would close idle
+	// connections on its own.
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz with 200 idle connections open: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %s", resp.Status)
+	}
+}
+
+// serveTest serves a new Observer on a loopback port until the test ends
+// and returns its address.
+func serveTest(t *testing.T) string {
+	t.Helper()
 	o := New("relay", "a", 8*time.Second)
 	l, err := Listen("127.0.0.1:0")
 	if err != nil {
@@ -578,42 +659,8 @@ func TestConnectionsAreCapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- o.Serve(ctx, l) }()
-	defer func() { cancel(); <-served }()
-
-	get := func(c net.Conn) error {
-		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
-		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			return err
-		}
-		_, err := http.ReadResponse(bufio.NewReader(c), nil)
-		return err
-	}
-	var conns []net.Conn
-	for i := range 3 {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		conns = append(conns, c)
-		err = get(c)
-		if i < 2 && err != nil {
-			t.Fatalf("request on connection %d within the cap: %v", i+1, err)
-		}
-		if i == 2 && err == nil {
-			t.Fatal("a third connection was served while two were open, with a cap of 2")
-		}
-	}
-	// The idle connections are closed by the server, which frees the slots.
-	time.Sleep(idleTimeout + 200*time.Millisecond)
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := get(c); err != nil {
-		t.Errorf("request after the idle connections were closed: %v", err)
-	}
+	t.Cleanup(func() { cancel(); <-served })
+	return l.Addr().String()
 }
 
 // partitionHeaders are the HELP and TYPE lines of the metrics a
