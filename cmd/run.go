@@ -135,15 +135,15 @@ func runLeader(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *sl
 // replica is what both modes share: the options, this replica's identity,
 // what it reports, how it starts commands, and the stop request.
 type replica struct {
-	cfg    runConfig
-	dsn    string
+	cfg runConfig
+	dsn string
 	// byDefault is set when dsn is the default store (--store not given).
 	byDefault bool
-	log    *slog.Logger
-	holder string
-	report *reporter
-	start  func(supervise.Spec) (child, error) // startChild, or a fake
-	clock  lease.Clock                         // nil: lease.BootClock
+	log       *slog.Logger
+	holder    string
+	report    *reporter
+	start     func(supervise.Spec) (child, error) // startChild, or a fake
+	clock     lease.Clock                         // nil: lease.BootClock
 
 	mu       sync.Mutex // guards stopSig, stopping's closing and the modes' children
 	stopSig  syscall.Signal
