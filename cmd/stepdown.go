@@ -176,10 +176,9 @@ func stepDownError(store lease.Store, name, to string, err error) error {
 
 // A hand-over asked for is usually done within tens of milliseconds, but
 // not every store's Wait sees it that soon: MySQL polls a released name
-// every 250 ms (step-down --wait reported a new leader 277 ms p50 after the
-// request), and PostgreSQL's first Wait opens the LISTEN connection, a
+// every 250 ms, and PostgreSQL's first Wait opens the LISTEN connection, a
 // server backend's start, which often outlasts the hand-over itself
-// (--wait returned 15 ms after the new child ran, p50). So for its first
+// (BENCHMARKS.md has the step-down figures). So for its first
 // handOverPollFor the step-down command only reads the name, every
 // handOverPoll (at most 100 reads); a replica's Waits are left alone.
 const (

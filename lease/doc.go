@@ -54,10 +54,13 @@
 //     expired, and not reserved against the caller"; Renew's, Annotate's
 //     and Release's is "this holder, this token, not released, not
 //     expired".
-//   - keep the token rule: token = max(previous + 1, store clock in
+//   - keep the token rule: token = max(previous + 1, wall clock in
 //     milliseconds), so tokens grow even when a record is deleted or a
 //     backup restored; a token lives beside the record, never only in
-//     something that expires.
+//     something that expires. The clock is the server's where a
+//     transaction can read one (PostgreSQL, MySQL, Redis); SQLite uses the
+//     host's and etcd, which has none, the acquiring replica's, which the
+//     store's documentation must say.
 //   - build refusals with Refusal (Acquire) and StepDownRefusal
 //     (RequestStepDown) from the record read after the write changed
 //     nothing, and report every unknown outcome as an error.

@@ -23,7 +23,9 @@ type Store interface {
 	// from holder by a step-down reservation (see RequestStepDown). The
 	// returned record carries the new token, which is greater than every
 	// token previously granted for name, also when the record was deleted
-	// (token = max(previous+1, store clock in milliseconds)); acquisition
+	// (token = max(previous+1, a wall clock in milliseconds: the server's
+	// where a transaction can read one, else the acquiring replica's, as
+	// on etcd; see the package documentation)); acquisition
 	// clears the step-down flag, the reservation and Where. If the name is
 	// not free for holder, Acquire returns a *HeldError describing it (see
 	// Refusal), whose Record.Remaining is the time until it may be.

@@ -49,8 +49,8 @@ type Spec struct {
 	// Proved says that the caller proved every process of the tenure
 	// before its own gone (a takeover on this host, package local): Start
 	// then leaves what dead leaderrun processes left in their cgroups to
-	// the next Start, off the new command's way (half a millisecond of
-	// reading /proc and the cgroup tree, measured on a 2-core machine).
+	// the next Start, off the new command's way (reading /proc and the
+	// cgroup tree is not free, and nothing dead can be there).
 	Proved bool
 
 	probe        bool // an init that runs nothing (ProbeNamespace)

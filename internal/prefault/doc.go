@@ -3,11 +3,11 @@
 //
 // Every leaderrun process (each client command such as step-down, and the
 // init of each command's PID namespace) runs the initialisers of all its
-// packages before main, and they allocate about 2 MB. On the paravirtualized
-// guest this was measured on, a page fault cost about 11 µs and populating
-// a page with madvise(MADV_POPULATE_WRITE) about 1 µs: the start of
-// `leaderrun --version` took 3.5 ms less (38.0 against 34.5 ms p50) with
-// the next megabyte of the heap populated at the start of the initialisers.
+// packages before main, and they allocate about 2 MB. On a paravirtualized
+// guest a page fault costs an order of magnitude more than populating the
+// page with madvise(MADV_POPULATE_WRITE) in one call, so the start is
+// faster with the next megabyte of the heap populated at the start of the
+// initialisers (BENCHMARKS.md measures process starts).
 //
 // Importing the package is all it takes: its initialiser runs once, early
 // (it imports nothing that is initialised late). It populates the heap's

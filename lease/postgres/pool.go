@@ -92,8 +92,8 @@ func (p *pool) get(ctx context.Context) (*pgx.Conn, error) {
 // otherwise closes it together with every idle connection, unless the
 // caller cancelled the statement: pgx then gave up conn, but that says
 // nothing about the server, and a new connection costs a server process's
-// start (a follower's Wait cancelled as it took the name at a stopping
-// word left its seize 60-80 ms to dial, on this 2-core machine).
+// start, which a follower that takes the name right after its Wait was
+// cancelled would otherwise pay on the hand-off's path.
 func (p *pool) put(conn *pgx.Conn, err error) {
 	healthy := connUsable(err) && !conn.IsClosed() && conn.PgConn().TxStatus() == 'I'
 	var drop []idleConn
