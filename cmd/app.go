@@ -229,7 +229,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 	}}
 	var problems []string
 	// A zero the user wrote is not "the default": say so.
-	for _, opt := range []string{"ttl", "renew-interval", "renew-deadline", "kill-grace", "reconcile-interval", "reconcile-timeout"} {
+	for _, opt := range []string{"ttl", "renew-interval", "renew-deadline", "kill-grace", "reconcile-interval", "reconcile-timeout", "acquire-timeout"} {
 		if c.IsSet(opt) && c.Duration(opt) == 0 {
 			problems = append(problems, fmt.Sprintf("--%s 0s: must be positive (leave the option out for its default)", opt))
 		}

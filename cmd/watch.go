@@ -51,8 +51,13 @@ joined and left (or expired) for its members. Runs until SIGINT or SIGTERM.`,
 			defer store.Close()
 			ctx, stop := untilStopSignal(c.Context, sigs)
 			defer stop()
+			ctx, gone := untilReaderGone(ctx, c.App.Writer)
+			defer gone()
 			w := &eventWriter{w: c.App.Writer, log: c.App.ErrWriter, json: c.Bool("json")}
 			err = watch(ctx, store, name, w)
+			if cause := context.Cause(ctx); errors.Is(cause, errReaderGone) {
+				return cause
+			}
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
