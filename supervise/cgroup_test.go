@@ -13,6 +13,7 @@ import (
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/citest"
 	"github.com/leaderrun/leaderrun/internal/procstat"
+	"golang.org/x/sys/unix"
 )
 
 // requireCgroups skips where children get no cgroup of their own.
@@ -70,7 +71,9 @@ func deadProcess(t *testing.T) procstat.Stat {
 
 // TestDeadSupervisorsCgroupIsReclaimed plays a SIGKILLed leaderrun: a
 // cgroup named after a process that has exited, with a live process in it,
-// is killed and removed; one named after a live process (this one) is left.
+// is killed and removed; one named after a live process (this one) is left,
+// and so is one of another PID namespace that a live leaderrun holds
+// locked; one of another namespace that none holds, empty, is removed.
 func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	base := requireCgroups(t)
 	deadStat := deadProcess(t)
@@ -85,12 +88,18 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	// A live leaderrun in another PID namespace: its pid means nothing
 	// here, whatever process has that number in this namespace.
 	foreignDir := filepath.Join(base, name(ns+1, deadStat.Pid, deadStat.Start, 2))
-	for _, d := range []string{orphanDir, liveDir, foreignDir} {
+	foreignDeadDir := filepath.Join(base, name(ns+1, deadStat.Pid, deadStat.Start, 3))
+	for _, d := range []string{orphanDir, liveDir, foreignDir, foreignDeadDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { os.Remove(liveDir); os.Remove(foreignDir) })
+	t.Cleanup(func() { os.Remove(liveDir); os.Remove(foreignDir); os.Remove(foreignDeadDir) })
+	lock, err := lockCgroup(foreignDir) // as its live leaderrun does
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lock)
 	orphan := exec.Command("sleep", "300")
 	if err := orphan.Start(); err != nil {
 		t.Fatal(err)
@@ -113,7 +122,10 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 		t.Errorf("a live supervisor's cgroup was removed: %v", err)
 	}
 	if _, err := os.Stat(foreignDir); err != nil {
-		t.Errorf("the cgroup of a supervisor in another PID namespace was removed: %v", err)
+		t.Errorf("the cgroup of a live supervisor in another PID namespace was removed: %v", err)
+	}
+	if _, err := os.Stat(foreignDeadDir); !os.IsNotExist(err) {
+		t.Errorf("the empty cgroup of a dead supervisor in another PID namespace is still there (%v)", err)
 	}
 }
 
