@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/citest"
@@ -217,4 +219,29 @@ func deadSupervisorsOrphan(t *testing.T, base string) int {
 	}
 	go orphan.Wait() // reap it once killed
 	return orphan.Process.Pid
+}
+
+// TestStopKillsEscapedGrandchildThroughItsCgroup: a grandchild that left
+// the child's process group and session is dead and reaped when Stop
+// returns; with a cgroup of its own, Stop does not sweep /proc, so
+// cgroup.kill is what kills it.
+func TestStopKillsEscapedGrandchildThroughItsCgroup(t *testing.T) {
+	requireCgroups(t)
+	pidfile := filepath.Join(t.TempDir(), "grandchild")
+	c := startHelper(t, Spec{KillGrace: 300 * time.Millisecond}, "escape", pidfile)
+	grandchild := readPid(t, pidfile)
+	waitFile(t, pidfile+".grandchild-ready")
+	if c.cg == nil {
+		t.Fatal("no cgroup for the child")
+	}
+	if sid, err := unix.Getsid(grandchild); err != nil || sid != grandchild {
+		t.Fatalf("grandchild %d: session %d, %v; want its own session", grandchild, sid, err)
+	}
+	st, _ := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+	if !gone(grandchild) {
+		t.Errorf("escaped grandchild %d still exists after Stop", grandchild)
+	}
 }
