@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,10 +24,19 @@ import (
 // process's PID namespace (inode), pid and start time. The child is cloned straight into it, so every
 // descendant is in it whatever it does with its session, group or parent,
 // and Stop ends with cgroup.kill: every process left, at once, with no race
-// against a process that forks while /proc is swept. A cgroup whose
-// leaderrun died (SIGKILL) is killed and removed by every later Start of any
-// leaderrun in the same cgroup. Where cgroups cannot be created, nothing of
-// this applies; the process group, the sweep and the PID namespace still do.
+// against a process that forks while /proc is swept.
+//
+// While a leaderrun lives it holds an flock on each of its cgroups'
+// directories (the lock goes with the process, however it dies). Every
+// later Start of any leaderrun in the same cgroup, in whatever PID
+// namespace, reclaims the cgroups below it that no live leaderrun holds
+// and that this user owns: a dead leaderrun of its own PID namespace
+// (found by pid and start time) has what it left killed and removed; one
+// of another namespace, whose pid means nothing here, has its cgroup
+// removed only once empty — a leaderrun that ran as PID 1 of a namespace
+// and was SIGKILLed took its namespace's processes with it. Where cgroups
+// cannot be created, nothing of this applies; the process group, the
+// sweep and the PID namespace still do.
 
 // cgroupPrefix begins the name of every cgroup this package creates.
 const cgroupPrefix = "leaderrun-"
@@ -40,10 +50,10 @@ var (
 )
 
 // childCgroups returns the directory under which Start creates the
-// children's cgroups, or "" when it cannot. With reclaim, it also kills
-// and removes what dead leaderrun processes of this PID namespace left
-// there: a follower that takes a name over from a leaderrun that died
-// kills what that one's command left before it starts its own.
+// children's cgroups, or "" when it cannot. With reclaim, it also
+// reclaims what dead leaderrun processes left there (see
+// removeDeadCgroups): a follower that takes a name over from a leaderrun
+// that died kills what that one's command left before it starts its own.
 func childCgroups(logger *slog.Logger, reclaim bool) string {
 	cgroupBaseOnce.Do(func() {
 		dir, err := ownCgroupDir()
@@ -51,7 +61,11 @@ func childCgroups(logger *slog.Logger, reclaim bool) string {
 			logger.Debug("children get no cgroup of their own", "err", err)
 			return
 		}
-		probe := filepath.Join(dir, fmt.Sprintf("%s%d-probe", cgroupPrefix, os.Getpid()))
+		// Not named by pid alone: leaderruns that are PID 1 of
+		// namespaces of their own all have pid 1.
+		b := make([]byte, 8)
+		rand.Read(b)
+		probe := filepath.Join(dir, fmt.Sprintf("%sprobe-%x", cgroupPrefix, b))
 		if err := os.Mkdir(probe, 0o755); err != nil {
 			logger.Debug("children get no cgroup of their own", "err", err)
 			return
@@ -86,29 +100,58 @@ func ownCgroupDir() (string, error) {
 // cgroup is one Child's cgroup.
 type cgroup struct {
 	dir string
-	fd  int // open until the child has been cloned into it
+	// fd is the directory, open (close-on-exec) and locked with flock
+	// from its creation until kill has removed it: the child is cloned
+	// into it, and the lock tells other leaderruns that this one lives.
+	// -1 for a cgroup this process did not create.
+	fd int
 }
 
-// newCgroup creates a cgroup for a child under base.
+// newCgroup creates a cgroup for a child under base, and locks it.
 func newCgroup(base string) (*cgroup, error) {
 	self, err := procstat.Self()
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, self.PIDNS, self.Pid, self.Start, cgroupSeq.Add(1)))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, err
+	for range 3 {
+		dir := filepath.Join(base, fmt.Sprintf("%s%d-%d-%d-%d", cgroupPrefix, self.PIDNS, self.Pid, self.Start, cgroupSeq.Add(1)))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, err
+		}
+		fd, err := lockCgroup(dir)
+		if err == nil {
+			// Another leaderrun's reclaim may have locked and
+			// removed it, empty, before this one locked it.
+			if _, err = os.Stat(dir); err == nil {
+				return &cgroup{dir: dir, fd: fd}, nil
+			}
+			unix.Close(fd)
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, os.ErrNotExist) {
+			os.Remove(dir)
+			return nil, err
+		}
+		// A reclaim has it, and removes it: try another name.
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		os.Remove(dir)
-		return nil, err
-	}
-	return &cgroup{dir: dir, fd: fd}, nil
+	return nil, errors.New("cgroups removed by other leaderruns as soon as made")
 }
 
-// cloned closes the descriptor the child was cloned with.
-func (g *cgroup) cloned() {
+// lockCgroup opens dir and takes an exclusive flock on it without
+// waiting; the error wraps EWOULDBLOCK when a live process holds one.
+func lockCgroup(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// unlock closes the cgroup's descriptor, which releases its lock.
+func (g *cgroup) unlock() {
 	if g.fd >= 0 {
 		unix.Close(g.fd)
 		g.fd = -1
@@ -116,11 +159,12 @@ func (g *cgroup) cloned() {
 }
 
 // kill kills every process in the cgroup and its descendant cgroups,
-// waits until none is left, and removes them all. It reports how many
-// processes it found, and gives up (leaving the cgroup) after
-// cgroupKillWait, when a process will not die (uninterruptible sleep).
+// waits until none is left, removes them all, and then unlocks it. It
+// reports how many processes it found, and gives up (leaving the cgroup)
+// after cgroupKillWait, when a process will not die (uninterruptible
+// sleep).
 func (g *cgroup) kill() int {
-	g.cloned()
+	defer g.unlock()
 	n := len(g.procs())
 	if n > 0 {
 		if err := os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
@@ -182,10 +226,13 @@ func (g *cgroup) procs() []int {
 	return pids
 }
 
-// removeDeadCgroups kills and removes the cgroups under base that
-// leaderrun processes no longer alive created: what a SIGKILLed leaderrun's
-// children left. Only cgroups that leaderrun processes of this PID
-// namespace created are considered: a pid means nothing in another.
+// removeDeadCgroups reclaims the cgroups under base that leaderrun
+// processes no longer alive created, and this user owns. A cgroup that a
+// live leaderrun holds locked is never touched. Of the others, one that
+// a leaderrun of this PID namespace created is killed and removed once
+// that leaderrun (by pid and start time) is found dead: what a SIGKILLed
+// leaderrun's children left. One of another namespace, where that pid
+// means nothing, is removed only when no process is left in it.
 //
 // It reads each leaderrun's /proc entry once, however many cgroups that
 // one has: with several replicas on a host, each owning many partitions,
@@ -199,24 +246,69 @@ func removeDeadCgroups(base string, logger *slog.Logger) {
 	live := map[[2]uint64]bool{} // by pid and start time
 	for _, e := range entries {
 		pidns, pid, start, ok := parseCgroupName(e.Name())
-		if !ok || !e.IsDir() || pidns != self.PIDNS || pid == self.Pid {
+		if !ok || !e.IsDir() || pidns == self.PIDNS && pid == self.Pid {
 			continue
 		}
-		id := [2]uint64{uint64(pid), start}
-		alive, seen := live[id]
-		if !seen {
-			st, err := procstat.Read(pid)
-			alive = err == nil && st.Start == start && st.State != 'Z'
-			live[id] = alive
+		if pidns == self.PIDNS {
+			id := [2]uint64{uint64(pid), start}
+			alive, seen := live[id]
+			if !seen {
+				st, err := procstat.Read(pid)
+				alive = err == nil && st.Start == start && st.State != 'Z'
+				live[id] = alive
+			}
+			if alive {
+				continue // a live leaderrun's (also one that locks nothing)
+			}
 		}
-		if alive {
-			continue // a live leaderrun's
+		g, ok := lockDeadCgroup(filepath.Join(base, e.Name()))
+		if !ok {
+			continue
 		}
-		g := &cgroup{dir: filepath.Join(base, e.Name()), fd: -1}
-		if n := g.kill(); n > 0 {
-			logger.Warn("killed what a leaderrun that died left running", "cgroup", g.dir, "processes", n)
+		switch {
+		case pidns == self.PIDNS:
+			if n := g.kill(); n > 0 {
+				logger.Warn("killed what a leaderrun that died left running", "cgroup", g.dir, "processes", n)
+			}
+		case !populated(g.dir):
+			if err := removeTree(g.dir); err != nil {
+				logger.Debug("cannot remove a dead leaderrun's empty cgroup", "cgroup", g.dir, "err", err)
+			}
+			g.unlock()
+		default:
+			g.unlock()
 		}
 	}
+}
+
+// lockDeadCgroup locks dir and returns it as a cgroup if no live process
+// holds its lock and this user owns it.
+func lockDeadCgroup(dir string) (*cgroup, bool) {
+	fd, err := lockCgroup(dir)
+	if err != nil {
+		return nil, false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() {
+		unix.Close(fd)
+		return nil, false
+	}
+	return &cgroup{dir: dir, fd: fd}, true
+}
+
+// populated reports whether a process is in the cgroup dir or below it
+// (true also when that cannot be read).
+func populated(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "populated "); ok {
+			return v != "0"
+		}
+	}
+	return true
 }
 
 // parseCgroupName reads the PID namespace, pid and start time from a name

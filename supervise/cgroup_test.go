@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/citest"
 	"github.com/leaderrun/leaderrun/internal/procstat"
+	"golang.org/x/sys/unix"
 )
 
 // requireCgroups skips where children get no cgroup of their own.
@@ -70,7 +73,9 @@ func deadProcess(t *testing.T) procstat.Stat {
 
 // TestDeadSupervisorsCgroupIsReclaimed plays a SIGKILLed leaderrun: a
 // cgroup named after a process that has exited, with a live process in it,
-// is killed and removed; one named after a live process (this one) is left.
+// is killed and removed; one named after a live process (this one) is left,
+// and so is one of another PID namespace that a live leaderrun holds
+// locked; one of another namespace that none holds, empty, is removed.
 func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	base := requireCgroups(t)
 	deadStat := deadProcess(t)
@@ -85,12 +90,18 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 	// A live leaderrun in another PID namespace: its pid means nothing
 	// here, whatever process has that number in this namespace.
 	foreignDir := filepath.Join(base, name(ns+1, deadStat.Pid, deadStat.Start, 2))
-	for _, d := range []string{orphanDir, liveDir, foreignDir} {
+	foreignDeadDir := filepath.Join(base, name(ns+1, deadStat.Pid, deadStat.Start, 3))
+	for _, d := range []string{orphanDir, liveDir, foreignDir, foreignDeadDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { os.Remove(liveDir); os.Remove(foreignDir) })
+	t.Cleanup(func() { os.Remove(liveDir); os.Remove(foreignDir); os.Remove(foreignDeadDir) })
+	lock, err := lockCgroup(foreignDir) // as its live leaderrun does
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lock)
 	orphan := exec.Command("sleep", "300")
 	if err := orphan.Start(); err != nil {
 		t.Fatal(err)
@@ -113,7 +124,10 @@ func TestDeadSupervisorsCgroupIsReclaimed(t *testing.T) {
 		t.Errorf("a live supervisor's cgroup was removed: %v", err)
 	}
 	if _, err := os.Stat(foreignDir); err != nil {
-		t.Errorf("the cgroup of a supervisor in another PID namespace was removed: %v", err)
+		t.Errorf("the cgroup of a live supervisor in another PID namespace was removed: %v", err)
+	}
+	if _, err := os.Stat(foreignDeadDir); !os.IsNotExist(err) {
+		t.Errorf("the empty cgroup of a dead supervisor in another PID namespace is still there (%v)", err)
 	}
 }
 
@@ -205,4 +219,29 @@ func deadSupervisorsOrphan(t *testing.T, base string) int {
 	}
 	go orphan.Wait() // reap it once killed
 	return orphan.Process.Pid
+}
+
+// TestStopKillsEscapedGrandchildThroughItsCgroup: a grandchild that left
+// the child's process group and session is dead and reaped when Stop
+// returns; with a cgroup of its own, Stop does not sweep /proc, so
+// cgroup.kill is what kills it.
+func TestStopKillsEscapedGrandchildThroughItsCgroup(t *testing.T) {
+	requireCgroups(t)
+	pidfile := filepath.Join(t.TempDir(), "grandchild")
+	c := startHelper(t, Spec{KillGrace: 300 * time.Millisecond}, "escape", pidfile)
+	grandchild := readPid(t, pidfile)
+	waitFile(t, pidfile+".grandchild-ready")
+	if c.cg == nil {
+		t.Fatal("no cgroup for the child")
+	}
+	if sid, err := unix.Getsid(grandchild); err != nil || sid != grandchild {
+		t.Fatalf("grandchild %d: session %d, %v; want its own session", grandchild, sid, err)
+	}
+	st, _ := stopWithin(t, c)
+	if got, want := st, (Status{Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Stop() = %v, want %v", got, want)
+	}
+	if !gone(grandchild) {
+		t.Errorf("escaped grandchild %d still exists after Stop", grandchild)
+	}
 }

@@ -144,9 +144,6 @@ func (c *Child) run(path string, started chan<- error) {
 	if ns != nil {
 		ns.forked()
 	}
-	if c.cg != nil {
-		c.cg.cloned()
-	}
 	if err != nil {
 		if ns != nil {
 			ns.status.Close()

@@ -150,8 +150,17 @@ func helper(mode string, args []string) int {
 		churnThreads()
 		writeFile(args[0], strconv.Itoa(c.Pid()))
 		time.Sleep(time.Hour)
-	case "reraise": // reraise SIGNAL
-		sig, _ := signals.Parse(args[0])
+	case "fd3": // fd3 FILE: write what descriptor 3 is ("" when none) to FILE, exit 7
+		what, _ := os.Readlink("/proc/self/fd/3")
+		writeFile(args[0], what)
+		return 7
+	case "supervise-pid1": // supervise-pid1 FILE IDLE: see supervisePID1
+		return supervisePID1(args[0], args[1] == "1")
+	case "reraise": // reraise SIGNAL (a name, or any number: no range check)
+		sig, err := signals.Parse(args[0])
+		if n, nerr := strconv.Atoi(args[0]); err != nil && nerr == nil {
+			sig = syscall.Signal(n)
+		}
 		_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 		Reraise(Status{Signal: sig})
 		return 99

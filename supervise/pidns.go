@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -128,7 +129,13 @@ func checkInit() bool {
 // receives on sigs to the command's process group, reaps every process in
 // the namespace, stops what the command leaves behind, reports the
 // command's Status to its parent through the status pipe, and returns the
-// exit code for this process.
+// exit code for this process: the command's (Status.ExitCode), which
+// stands when the parent reads no valid report.
+//
+// The status pipe is the init's alone: it is closed in the command when
+// that execs, so that the command cannot write its own end; and the init
+// never waits for room in it, so that its exit, which ends the command's
+// whole tree, never waits on what the pipe holds.
 func RunInit(sigs <-chan os.Signal) int {
 	fd, stopSig, grace, _, err := parseInitEnv(os.Getenv(initEnv))
 	os.Unsetenv(initEnv)
@@ -136,14 +143,18 @@ func RunInit(sigs <-chan os.Signal) int {
 		fmt.Fprintf(os.Stderr, "leaderrun: namespace init: bad arguments (%v)\n", err)
 		return 125
 	}
-	status := os.NewFile(uintptr(fd), "status")
-	defer status.Close()
+	syscall.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		fmt.Fprintf(os.Stderr, "leaderrun: namespace init: status pipe: %v\n", err)
+		return 125
+	}
+	defer unix.Close(fd)
 	// The caller subscribed to every signal before it called us: from
 	// now on a signal is forwarded, not lost (the kernel drops a signal
 	// to a namespace's init that has no handler for it).
-	io.WriteString(status, readyLine)
+	report(fd, readyLine)
 	if stopSig == 0 { // ProbeNamespace's init
-		io.WriteString(status, encodeStatus(Status{}))
+		report(fd, encodeStatus(Status{}))
 		return 0
 	}
 	remountProc()
@@ -156,7 +167,7 @@ func RunInit(sigs <-chan os.Signal) int {
 		if errors.Is(err, ErrNotFound) {
 			st.Code = 127
 		}
-		io.WriteString(status, encodeStatus(st))
+		report(fd, encodeStatus(st))
 		return st.Code
 	}
 	for {
@@ -170,10 +181,17 @@ func RunInit(sigs <-chan os.Signal) int {
 			}
 		case <-child.Done():
 			st := child.Stop() // what the command left behind gets its grace too
-			io.WriteString(status, encodeStatus(st))
-			return 0
+			report(fd, encodeStatus(st))
+			return st.ExitCode()
 		}
 	}
+}
+
+// report writes line, shorter than PIPE_BUF, to the status pipe fd in one
+// write that is whole or nothing: a full pipe (nothing but the init ever
+// writes to it) drops the line instead of blocking.
+func report(fd int, line string) {
+	unix.Write(fd, []byte(line))
 }
 
 // remountProc gives the namespace its own /proc, so that the command sees
@@ -205,20 +223,53 @@ func parseInitEnv(v string) (fd int, stop syscall.Signal, grace time.Duration, n
 	return int(n[0]), syscall.Signal(n[1]), time.Duration(n[2]), f[3], nil
 }
 
-// encodeStatus and decodeStatus carry a Status through the status pipe.
+// encodeStatus and decodeStatus carry a Status through the status pipe:
+// one line "CODE SIGNAL\n", at most maxReportLen bytes.
 func encodeStatus(s Status) string { return fmt.Sprintf("%d %d\n", s.Code, int(s.Signal)) }
 
-func decodeStatus(b []byte) (Status, bool) {
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return Status{}, false
+// maxReportLen is the length of the longest report, "255 0\n".
+const maxReportLen = len("255 0\n")
+
+// decodeStatus returns the Status of a report: exactly one line of an
+// exit code from 0 to 255 and 0, or 0 and a signal a process can die by
+// (see canEnd). It refuses anything else, saying why.
+func decodeStatus(b []byte) (Status, error) {
+	if len(b) > maxReportLen {
+		return Status{}, fmt.Errorf("longer than %d bytes", maxReportLen)
 	}
-	code, err1 := strconv.Atoi(f[0])
-	sig, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
-		return Status{}, false
+	line, ok := strings.CutSuffix(string(b), "\n")
+	f := strings.Split(line, " ")
+	if !ok || len(f) != 2 {
+		return Status{}, errors.New(`not one line "CODE SIGNAL"`)
 	}
-	return Status{Code: code, Signal: syscall.Signal(sig)}, true
+	code, err := decimal(f[0], 255)
+	if err != nil {
+		return Status{}, fmt.Errorf("exit code: %w", err)
+	}
+	sig, err := decimal(f[1], maxSignal)
+	if err != nil {
+		return Status{}, fmt.Errorf("signal: %w", err)
+	}
+	st := Status{Code: code, Signal: syscall.Signal(sig)}
+	switch {
+	case st.Code != 0 && st.Signal != 0:
+		return Status{}, errors.New("both an exit code and a signal")
+	case st.Signal != 0 && !canEnd(st.Signal):
+		return Status{}, fmt.Errorf("no process is killed by signal %d", sig)
+	}
+	return st, nil
+}
+
+// decimal parses s, one to three digits, as a number from 0 to max.
+func decimal(s string, max int) (int, error) {
+	if len(s) < 1 || len(s) > 3 || strings.Trim(s, "0123456789") != "" {
+		return 0, errors.New("not a number of one to three digits")
+	}
+	n, _ := strconv.Atoi(s)
+	if n > max {
+		return 0, fmt.Errorf("%d is more than %d", n, max)
+	}
+	return n, nil
 }
 
 // nsLaunch is how run starts a child in its own PID namespace: this
@@ -230,7 +281,8 @@ type nsLaunch struct {
 	// process writes it to hsWrite once forked.
 	hsRead, hsWrite *os.File
 	nonce           string
-	early           string // what awaitReady read that was not readyLine
+	early           string       // what awaitReady read that was not readyLine
+	logger          *slog.Logger // says why a report was refused; nil for none
 }
 
 // forked is called once the init runs: this process's copies of the
@@ -287,7 +339,7 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, [
 	}
 	b := make([]byte, 16)
 	rand.Read(b)
-	l := &nsLaunch{status: r, write: w, hsRead: hr, hsWrite: hw, nonce: hex.EncodeToString(b)}
+	l := &nsLaunch{status: r, write: w, hsRead: hr, hsWrite: hw, nonce: hex.EncodeToString(b), logger: c.logger}
 	attr.Files = append(attr.Files, w.Fd(), hr.Fd())
 	stop := c.spec.StopSignal
 	if c.spec.probe {
@@ -344,18 +396,29 @@ func dropInheritedCaps() error {
 	return nil
 }
 
-// finish reads the command's status that the init reported; the init's own
-// status stands when it reported none (it was killed).
+// finish returns the command's status that the init reported, once the
+// init has been reaped (so the kernel has killed every process in its
+// namespace, and no writer of the pipe is left); the init's own status st
+// stands when the report is missing (the init was killed) or refused. It
+// reads no more than one byte past the longest report.
 func (l *nsLaunch) finish(st Status) Status {
 	defer l.status.Close()
-	b, _ := io.ReadAll(l.status)
+	b, _ := io.ReadAll(io.LimitReader(l.status, int64(maxReportLen+1)))
 	if l.early != readyLine {
 		b = append([]byte(l.early), b...)
 	}
-	if reported, ok := decodeStatus(b); ok {
-		return reported
+	if len(b) == 0 {
+		return st
 	}
-	return st
+	reported, err := decodeStatus(b)
+	if err != nil {
+		if l.logger != nil {
+			l.logger.Warn("refused the namespace init's report of the command's status; the init's own exit status stands",
+				"report", fmt.Sprintf("%.*q", maxReportLen+1, b), "why", err, "status", st)
+		}
+		return st
+	}
+	return reported
 }
 
 // ProbeNamespace returns the strongest Namespace this process can create:

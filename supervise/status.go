@@ -41,11 +41,13 @@ func IsInit() bool { return os.Getpid() == 1 }
 
 // Reraise kills this process with the signal that killed the child, so that
 // our parent sees the same status. It does nothing when the child exited
-// normally or this process is PID 1 (the kernel does not deliver default
-// signals to init); the caller then exits with s.ExitCode(). Reraise returns
-// only if the signal did not kill us.
+// normally, when this process is PID 1 (the kernel does not deliver default
+// signals to init), or when s.Signal is not one a process can die by (see
+// canEnd: a stop signal would stop this process instead); the caller then
+// exits with s.ExitCode(). Reraise returns only if the signal did not kill
+// us.
 func Reraise(s Status) {
-	if s.Signal == 0 || IsInit() {
+	if s.Signal == 0 || IsInit() || !canEnd(s.Signal) {
 		return
 	}
 	signal.Reset(s.Signal)
@@ -73,9 +75,33 @@ func setDefaultAction(sig syscall.Signal) {
 		uintptr(unsafe.Pointer(&act)), 0, sigsetSize, 0, 0)
 }
 
-// addSignal adds sig to set.
+// addSignal adds sig to set; a number outside the set (not 1–64 on
+// Linux) is left out.
 func addSignal(set *unix.Sigset_t, sig syscall.Signal) {
 	bits := uint(unsafe.Sizeof(set.Val[0]) * 8)
 	n := uint(sig) - 1
+	if sig < 1 || n/bits >= uint(len(set.Val)) {
+		return
+	}
 	set.Val[n/bits] |= 1 << (n % bits)
+}
+
+// maxSignal is the highest signal number Linux has (SIGRTMAX).
+const maxSignal = 64
+
+// canEnd reports whether a process can be killed by sig: a signal from 1
+// to 64 whose default action ends the process. A stop signal (SIGSTOP,
+// SIGTSTP, SIGTTIN, SIGTTOU) stops it instead, SIGCONT continues it, and
+// SIGCHLD, SIGURG and SIGWINCH are ignored by default: no wait status
+// says "killed by" any of them.
+func canEnd(sig syscall.Signal) bool {
+	if sig < 1 || sig > maxSignal {
+		return false
+	}
+	switch sig {
+	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+		syscall.SIGCONT, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
+		return false
+	}
+	return true
 }
