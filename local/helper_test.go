@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 			}
 			w := end.Mark(Where{})
 			path := os.Getenv("LOCAL_TEST_PIDS") + ".end"
-			os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d", w.EndFD, w.EndIno), 0o644)
+			os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %s", w.EndIno, w.EndPath), 0o644)
 			os.Rename(path+".tmp", path)
 		}
 		if err := c.Start(); err != nil {
@@ -192,7 +192,7 @@ func startTenure(t *testing.T, sh shape) *tenure {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fmt.Sscan(string(data), &w.EndFD, &w.EndIno); err != nil {
+		if _, err := fmt.Sscan(string(data), &w.EndIno, &w.EndPath); err != nil {
 			t.Fatal(err)
 		}
 	}

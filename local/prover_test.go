@@ -414,9 +414,14 @@ func TestEndClaimLastsUntilClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := sig.Mark(Where{Pid: self.Pid})
+	w := sig.Mark(Where{Pid: self.Pid, Start: self.Start})
+	holder, err := openProcess(self.Pid, self.Start, identity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
 	open := func() *endReader {
-		r, err := openEnd(w)
+		r, err := openEnd(w, holder)
 		if err != nil || r == nil {
 			t.Fatalf("openEnd = %v, %v", r, err)
 		}
