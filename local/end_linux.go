@@ -312,10 +312,22 @@ func openEnd(w Where, holder *process) (*endReader, error) {
 	return &endReader{f: os.NewFile(uintptr(fd), "end-signal")}, nil
 }
 
+// errNotEnd is wrapped by openEnd's error for a path that names
+// something else than the holder's end signal: a record that is stale or
+// was forged.
+var errNotEnd = errors.New("not the leader's end signal; not opened")
+
 // isEnd checks that st, what w's end signal path names, is a FIFO with
 // inode w.EndIno that belongs to uid or to root and that no other may
 // write.
 func isEnd(st unix.Stat_t, w Where, uid uint32) error {
+	if err := endMismatch(st, w, uid); err != nil {
+		return fmt.Errorf("%w: %w", errNotEnd, err)
+	}
+	return nil
+}
+
+func endMismatch(st unix.Stat_t, w Where, uid uint32) error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFIFO:
 		return fmt.Errorf("the leader's end signal %s is not a FIFO (mode %#o)", w.EndPath, st.Mode)

@@ -55,7 +55,10 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (en
 	defer child.Close()
 	log := p.logger().With("leader", rec.Holder, "leader_token", rec.Token, "leader_pid", w.Pid, "command_pid", w.Child)
 	end, err := openEnd(w, holder)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotEnd):
+		log.Warn("the leader's record names an end signal that is not the leader's; a graceful hand-over goes through the store", "err", err)
+	case err != nil:
 		// The death of the holder still proves the tenure over.
 		log.Debug("cannot watch for the leader's end signal; a graceful hand-over goes through the store", "err", err)
 	}
