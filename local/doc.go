@@ -29,8 +29,9 @@
 // (setsid) would outlive the kill.
 //
 // A holder that ends its tenure gracefully says so on its host too: once
-// its command's whole tree is gone, it writes into its EndSignal, a pipe
-// that a watching follower opened through /proc (a holder that dies only
+// its command's whole tree is gone, it writes into its EndSignal, a FIFO
+// in its user's runtime directory that a watching follower opened by its
+// path, after checking what the path names (a holder that dies only
 // closes it). A follower that reads a byte signals nothing: it checks that
 // the command has exited and its cgroup is empty, claims the signal (of
 // the followers on the host, one does), and then takes the name at once,

@@ -5,51 +5,174 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
 // EndSignal is a holder's word to the followers on its host that its
 // tenure is over and that its command's whole tree is gone: the write end
-// of a pipe that only the holder holds (close-on-exec, so no command
-// inherits it), which a follower opens for reading through /proc while the
-// holder lives. Send writes endBytes bytes into it, of which each reader
-// takes one, and closes it; a holder that dies closes it without writing,
-// so its followers read end of file and nothing else. With no store round
-// trip, a follower that read a byte may then take the name with
-// Store.Seize, which a graceful hand-over otherwise learns
-// of only from the store (a PostgreSQL NOTIFY took 1.2 ms p50 to arrive
-// after the release was sent; 3 replicas on a 2-core machine).
+// of a FIFO (mode 0600) in its user's runtime directory (endDir), which
+// only the holder holds open for writing (close-on-exec, so no command
+// inherits it) and which a follower opens for reading by its path while
+// the holder lives. Send writes endBytes bytes into it, of which each
+// reader takes one, closes it and removes the FIFO; a holder that dies
+// closes it without writing, so its followers read end of file and
+// nothing else. With no store round trip, a follower that read a byte may
+// then take the name with Store.Seize, which a graceful hand-over
+// otherwise learns of only from the store (a PostgreSQL NOTIFY took 1.2 ms
+// p50 to arrive after the release was sent; 3 replicas on a 2-core
+// machine).
 //
-// The holder records the pipe in its Where (EndFD, EndIno). A follower
-// checks that the descriptor it opened is a pipe with that inode; on a byte
-// it only looks, never kills: the command must have exited and its cgroup
-// must be empty or removed (prover_linux.go). Before Send, Stopping may
-// write another word (wordStopping, endBytes bytes too), which lets the
-// follower that claims it take the name while the command stops.
+// A FIFO needs no access to the holder's process: a follower of the same
+// user opens it, while the holder's /proc/PID/fd, which this package
+// opened before, is closed to it, as leaderrun makes itself non-dumpable
+// (root alone could open it).
+//
+// The holder records the FIFO in its Where (EndPath, EndIno). A follower
+// looks before it opens (openEnd): the path must name a FIFO with that
+// inode, owned by the holder's user or root; on a byte it only looks,
+// never kills: the command must have exited and its cgroup must be empty
+// or removed (prover_linux.go). Before Send, Stopping may write another
+// word (wordStopping, endBytes bytes too), which lets the follower that
+// claims it take the name while the command stops.
 type EndSignal struct {
 	mu       sync.Mutex // guards fd and stopping
 	fd       int        // the write end; -1 once closed
 	ino      uint64
+	path     string
 	stopping bool // Stopping wrote its word
 }
 
-// NewEndSignal opens a tenure's end signal.
+// endSeq numbers the end signals of this process.
+var endSeq atomic.Uint64
+
+// NewEndSignal makes a tenure's end signal: a FIFO named
+// end-PIDNS-PID-START-SEQ after this process in endDir, which it first
+// clears of the FIFOs that dead processes of its PID namespace left.
 func NewEndSignal() (*EndSignal, error) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		return nil, fmt.Errorf("pipe: %w", err)
+	s, err := thisProcess()
+	if err != nil {
+		return nil, err
 	}
-	unix.Close(p[0]) // followers open their own read ends
+	dir, err := endDir()
+	if err != nil {
+		return nil, err
+	}
+	sweepEnds(dir, s)
+	p := filepath.Join(dir, fmt.Sprintf("end-%d-%d-%d-%d", s.PIDNS, s.Pid, s.Start, endSeq.Add(1)))
+	if !validEndPath(p) {
+		return nil, fmt.Errorf("end signal %.60q: not a clean path of printable characters, or longer than %d bytes", p, maxEndPath)
+	}
+	// The name is this process's: what is there was left by a process
+	// with its pid and start time, on another boot.
+	os.Remove(p)
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		return nil, fmt.Errorf("make the end signal: %w", err)
+	}
+	fd, err := openWriteEnd(p)
+	if err != nil {
+		os.Remove(p)
+		return nil, err
+	}
 	var st unix.Stat_t
-	if err := unix.Fstat(p[1], &st); err != nil {
-		unix.Close(p[1])
-		return nil, fmt.Errorf("stat the pipe: %w", err)
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		os.Remove(p)
+		return nil, fmt.Errorf("stat the end signal: %w", err)
 	}
-	return &EndSignal{fd: p[1], ino: st.Ino}, nil
+	return &EndSignal{fd: fd, ino: st.Ino, path: p}, nil
+}
+
+// openWriteEnd opens the FIFO p for writing alone, without blocking: an
+// open for writing fails while no reader has the FIFO open, so it opens
+// it for both first. The mode is set again past the umask.
+func openWriteEnd(p string) (int, error) {
+	const flags = unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NOCTTY
+	rw, err := unix.Open(p, unix.O_RDWR|flags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the end signal: %w", err)
+	}
+	defer unix.Close(rw)
+	fd, err := unix.Open(p, unix.O_WRONLY|flags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the end signal: %w", err)
+	}
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("chmod the end signal: %w", err)
+	}
+	return fd, nil
+}
+
+// endDir returns the directory of this user's end signals, made if
+// needed: /run/leaderrun for root; else leaderrun in $XDG_RUNTIME_DIR, or
+// in /run/user/UID; else leaderrun-UID in the temporary directory. It must
+// be a directory of this user's that no other may write.
+func endDir() (string, error) {
+	uid := os.Geteuid()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-%d", uid))
+	for _, c := range []string{runtimeBase(uid), fmt.Sprintf("/run/user/%d", uid)} {
+		if fi, err := os.Stat(c); c != "" && err == nil && fi.IsDir() {
+			dir = filepath.Join(c, "leaderrun")
+			break
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("make the end signals' directory: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return "", fmt.Errorf("the end signals' directory: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return "", fmt.Errorf("the end signals' directory %s is not a directory", dir)
+	case int(st.Uid) != uid:
+		return "", fmt.Errorf("the end signals' directory %s belongs to uid %d, not to this process's %d", dir, st.Uid, uid)
+	case st.Mode&0o022 != 0:
+		return "", fmt.Errorf("the end signals' directory %s may be written by others (mode %#o)", dir, st.Mode&0o777)
+	}
+	return dir, nil
+}
+
+// runtimeBase is the runtime directory that endDir prefers for uid.
+func runtimeBase(uid int) string {
+	if uid == 0 {
+		return "/run"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return d
+	}
+	return ""
+}
+
+// sweepEnds removes from dir the FIFOs that processes of this PID
+// namespace left that no longer run (killed, they did not remove them).
+func sweepEnds(dir string, s self) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		var ns, start, seq uint64
+		var pid int
+		if n, err := fmt.Sscanf(e.Name(), "end-%d-%d-%d-%d", &ns, &pid, &start, &seq); err != nil || n != 4 ||
+			ns != s.PIDNS || e.Type() != fs.ModeNamedPipe {
+			continue
+		}
+		if st, err := procstat.Read(pid); err == nil && st.Start == start {
+			continue // it runs (this process, too)
+		}
+		os.Remove(filepath.Join(dir, e.Name()))
+	}
 }
 
 // Mark returns w naming s; a nil s leaves w as it is.
@@ -60,12 +183,12 @@ func (s *EndSignal) Mark(w Where) Where {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fd >= 0 {
-		w.EndFD, w.EndIno = s.fd, s.ino
+		w.EndPath, w.EndIno = s.path, s.ino
 	}
 	return w
 }
 
-// Watched reports whether a follower has the end signal open (a pipe
+// Watched reports whether a follower has the end signal open (a FIFO
 // whose every read end is closed polls as an error for its writer). A nil
 // or sent s is not watched.
 func (s *EndSignal) Watched() bool {
@@ -82,7 +205,7 @@ func (s *EndSignal) Watched() bool {
 }
 
 // endBytes is how many followers on one host an EndSignal can tell: each
-// takes one byte. (A write this small into an empty pipe is whole.)
+// takes one byte. (A write this small into an empty FIFO is whole.)
 const endBytes = 64
 
 // The words an EndSignal sends, one byte each. A leaderrun that knew only
@@ -110,8 +233,9 @@ func (s *EndSignal) Stopping() {
 }
 
 // Send tells the followers that the tenure is over: call it only once the
-// command's whole tree is gone and no other will start in the tenure.
-// Later calls, and calls on a nil s, do nothing.
+// command's whole tree is gone and no other will start in the tenure. It
+// removes the FIFO (the followers that opened it read on). Later calls,
+// and calls on a nil s, do nothing.
 func (s *EndSignal) Send() {
 	if s == nil {
 		return
@@ -122,6 +246,7 @@ func (s *EndSignal) Send() {
 		s.write(wordEnded)
 		unix.Close(s.fd)
 		s.fd = -1
+		os.Remove(s.path)
 	}
 }
 
@@ -139,29 +264,81 @@ type endReader struct {
 	f *os.File // non-blocking, in the runtime's poller
 }
 
-// openEnd opens the read end of the EndSignal that w names in the holder
-// process, whose pidfd the caller holds (so that w.Pid is that process
-// while it lives): /proc/PID/fd/FD, which must be a pipe with inode
-// w.EndIno. It returns nil, nil when w names none.
-func openEnd(w Where) (*endReader, error) {
+// openEnd opens the read end of the EndSignal that w names, of the holder
+// process whose pidfd the caller holds (so that w.Pid is that process
+// while it lives). It returns nil, nil when w names none. The path comes
+// from the store, where anyone with access may have written anything, so
+// it looks before it opens: the path, not followed should it be a
+// symbolic link, must name a FIFO with inode w.EndIno that belongs to
+// the holder's user or to root. Only then does it open that very file
+// (through the descriptor that looked, which opened nothing: no device's
+// open ran, no terminal became this process's), for reading, without
+// blocking and with O_NOCTTY; checks that the holder still lives, with
+// its start time, so that the user read was the holder's; and checks
+// again what it opened.
+func openEnd(w Where, holder *process) (*endReader, error) {
 	if w.EndIno == 0 {
 		return nil, nil
 	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/%d", w.Pid, w.EndFD), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	look, err := unix.Open(w.EndPath, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("look up the leader's end signal: %w", err)
+	}
+	defer unix.Close(look)
+	var st unix.Stat_t
+	if err := unix.Fstat(look, &st); err != nil {
+		return nil, fmt.Errorf("stat the leader's end signal: %w", err)
+	}
+	uid, err := holder.uid()
+	if err != nil {
+		return nil, err
+	}
+	if err := isEnd(st, w, uid); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", look), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open the leader's end signal: %w", err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	var again unix.Stat_t
+	switch err := holder.lives(w.Start); {
+	case err != nil:
 		unix.Close(fd)
-		return nil, fmt.Errorf("stat the leader's end signal: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Ino != w.EndIno {
+		return nil, err
+	case unix.Fstat(fd, &again) != nil || again.Dev != st.Dev || again.Ino != st.Ino:
 		unix.Close(fd)
-		return nil, fmt.Errorf("the leader's descriptor %d is not its end signal (mode %#o, inode %d, want a pipe with inode %d)",
-			w.EndFD, st.Mode, st.Ino, w.EndIno)
+		return nil, fmt.Errorf("the leader's end signal %s changed as it was opened", w.EndPath)
 	}
 	return &endReader{f: os.NewFile(uintptr(fd), "end-signal")}, nil
+}
+
+// errNotEnd is wrapped by openEnd's error for a path that names
+// something else than the holder's end signal: a record that is stale or
+// was forged.
+var errNotEnd = errors.New("not the leader's end signal; not opened")
+
+// isEnd checks that st, what w's end signal path names, is a FIFO with
+// inode w.EndIno that belongs to uid or to root and that no other may
+// write.
+func isEnd(st unix.Stat_t, w Where, uid uint32) error {
+	if err := endMismatch(st, w, uid); err != nil {
+		return fmt.Errorf("%w: %w", errNotEnd, err)
+	}
+	return nil
+}
+
+func endMismatch(st unix.Stat_t, w Where, uid uint32) error {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFIFO:
+		return fmt.Errorf("the leader's end signal %s is not a FIFO (mode %#o)", w.EndPath, st.Mode)
+	case st.Ino != w.EndIno:
+		return fmt.Errorf("the leader's end signal %s is inode %d, not %d", w.EndPath, st.Ino, w.EndIno)
+	case st.Uid != uid && st.Uid != 0:
+		return fmt.Errorf("the leader's end signal %s belongs to uid %d, not to the leader's %d", w.EndPath, st.Uid, uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("the leader's end signal %s may be written by others (mode %#o)", w.EndPath, st.Mode&0o777)
+	}
+	return nil
 }
 
 func (r *endReader) Close() error { return r.f.Close() }

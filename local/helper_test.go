@@ -26,7 +26,8 @@ import (
 //	command: starts a sleeper in its own group (unless LOCAL_TEST_ALONE
 //	         is set), writes "command sleeper" pids to LOCAL_TEST_PIDS,
 //	         and sleeps;
-//	sleeper: sleeps.
+//	sleeper: sleeps;
+//	follower: proves a holder dead (follow, end_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv("LOCAL_TEST_ROLE") {
 	case "holder":
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 			}
 			w := end.Mark(Where{})
 			path := os.Getenv("LOCAL_TEST_PIDS") + ".end"
-			os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %d", w.EndFD, w.EndIno), 0o644)
+			os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %s", w.EndIno, w.EndPath), 0o644)
 			os.Rename(path+".tmp", path)
 		}
 		if err := c.Start(); err != nil {
@@ -108,6 +109,8 @@ func TestMain(m *testing.M) {
 		sleepForever()
 	case "sleeper":
 		sleepForever()
+	case "follower":
+		os.Exit(follow())
 	}
 	os.Exit(m.Run())
 }
@@ -134,6 +137,11 @@ type shape struct {
 	escapee bool // the sleeper leaves the command's session and group
 	bare    bool // the command gets no cgroup of its own (else it must)
 	end     bool // the holder has an end signal (SIGUSR1, SIGUSR2, SIGHUP)
+	// prog is the holder's program (a copy of the test binary); "" for
+	// the test binary itself. extra are files the holder inherits, from
+	// descriptor 3 on.
+	prog  string
+	extra []*os.File
 }
 
 // startTenure starts a holder whose command, unless sh.bare, runs in a
@@ -142,7 +150,12 @@ type shape struct {
 func startTenure(t *testing.T, sh shape) *tenure {
 	t.Helper()
 	pids := t.TempDir() + "/pids"
-	c := exec.Command(os.Args[0])
+	prog := os.Args[0]
+	if sh.prog != "" {
+		prog = sh.prog
+	}
+	c := exec.Command(prog)
+	c.ExtraFiles = sh.extra
 	c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=holder", "LOCAL_TEST_PIDS="+pids)
 	if sh.alone {
 		c.Env = append(c.Env, "LOCAL_TEST_ALONE=1")
@@ -192,7 +205,7 @@ func startTenure(t *testing.T, sh shape) *tenure {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fmt.Sscan(string(data), &w.EndFD, &w.EndIno); err != nil {
+		if _, err := fmt.Sscan(string(data), &w.EndIno, &w.EndPath); err != nil {
 			t.Fatal(err)
 		}
 	}

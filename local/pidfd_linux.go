@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,6 +72,42 @@ func openMember(pid, pgid int) *process {
 }
 
 func (p *process) Close() error { return p.f.Close() }
+
+// lives checks that the process has not exited and that its pid still has
+// the start time start: what was read by its pid since its pidfd was
+// opened is the process's own.
+func (p *process) lives(start uint64) error {
+	if p.exited() {
+		return fmt.Errorf("pid %d exited", p.pid)
+	}
+	st, err := procstat.Read(p.pid)
+	switch {
+	case err != nil:
+		return err
+	case st.Start != start:
+		return fmt.Errorf("pid %d started at tick %d, not %d: %w", p.pid, st.Start, start, errOther)
+	}
+	return nil
+}
+
+// uid returns the process's effective user id (/proc/PID/status; the
+// caller checks with lives that the pid was still the process's).
+func (p *process) uid() (uint32, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if ids, ok := strings.CutPrefix(line, "Uid:"); ok {
+			// real, effective, saved, filesystem
+			if f := strings.Fields(ids); len(f) == 4 {
+				u, err := strconv.ParseUint(f[1], 10, 32)
+				return uint32(u), err
+			}
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no Uid line in its status", p.pid)
+}
 
 // signal sends sig to the process (0: check that it may be signalled).
 func (p *process) signal(sig unix.Signal) error { return p.send(sig, 0) }

@@ -54,8 +54,11 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (en
 	defer holder.Close()
 	defer child.Close()
 	log := p.logger().With("leader", rec.Holder, "leader_token", rec.Token, "leader_pid", w.Pid, "command_pid", w.Child)
-	end, err := openEnd(w)
-	if err != nil {
+	end, err := openEnd(w, holder)
+	switch {
+	case errors.Is(err, errNotEnd):
+		log.Warn("the leader's record names an end signal that is not the leader's; a graceful hand-over goes through the store", "err", err)
+	case err != nil:
 		// The death of the holder still proves the tenure over.
 		log.Debug("cannot watch for the leader's end signal; a graceful hand-over goes through the store", "err", err)
 	}
@@ -174,8 +177,11 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 	if err := seesAll(); err != nil {
 		return nil, nil, t, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	}
-	// The holder runs the program this process runs (by name: a record
-	// forged in the store cannot point at any parent process on the host).
+	// The holder runs the program this process runs, by name: a hint that
+	// spares other processes a wait, never proof of identity (anyone may
+	// name a program leaderrun). Nothing below rests on it: the holder is
+	// the parent of the command, and nothing of the holder's is opened
+	// but its end signal, after openEnd's checks.
 	holder, err = openProcess(w.Pid, w.Start, identity{comm: s.Comm})
 	if err != nil {
 		return nil, nil, t, fmt.Errorf("%w: the leader: %w", ErrUnprovable, err)

@@ -198,7 +198,11 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ten.where
 			tc.edit(&w)
-			_, err := (&Prover{}).Prove(t.Context(), record(w), func() {})
+			// A Prove that took the record for true would watch until
+			// the holder's death: bounded, it fails the test instead.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := (&Prover{}).Prove(ctx, record(w), func() {})
 			if !errors.Is(err, ErrUnprovable) {
 				t.Fatalf("Prove = %v, want ErrUnprovable", err)
 			}
@@ -414,9 +418,14 @@ func TestEndClaimLastsUntilClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := sig.Mark(Where{Pid: self.Pid})
+	w := sig.Mark(Where{Pid: self.Pid, Start: self.Start})
+	holder, err := openProcess(self.Pid, self.Start, identity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
 	open := func() *endReader {
-		r, err := openEnd(w)
+		r, err := openEnd(w, holder)
 		if err != nil || r == nil {
 			t.Fatalf("openEnd = %v, %v", r, err)
 		}

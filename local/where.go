@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,22 +27,30 @@ type Where struct {
 	Child      int
 	ChildStart uint64
 	Pgid       int
-	// EndFD and EndIno name the holder's EndSignal: its descriptor in the
-	// holder and the pipe's inode; EndIno is 0 when it has none.
-	EndFD  int
-	EndIno uint64
+	// EndPath and EndIno name the holder's EndSignal: the path of its
+	// FIFO and the FIFO's inode; EndIno is 0 when it has none.
+	EndPath string
+	EndIno  uint64
 }
 
 // version is the first word of an encoded Where, versionEnd that of one
 // with an EndSignal. A decoder refuses any other: a follower that does not
-// know a newer format falls back to the lease's expiry.
+// know a newer format falls back to the lease's expiry. versionPipe was
+// the form of a leaderrun whose end signal was a pipe that followers
+// opened through /proc/PID/fd: Parse still reads it, for the holder and
+// its command, but drops its end signal (such a holder's graceful
+// hand-over reaches the follower through the store).
 const (
-	version    = "v1"
-	versionEnd = "v2"
+	version     = "v1"
+	versionPipe = "v2"
+	versionEnd  = "v3"
 )
 
 // maxWhere bounds an encoded Where; a longer one is refused unread.
-const maxWhere = 256
+const maxWhere = 512
+
+// maxEndPath bounds an EndSignal's path.
+const maxEndPath = 256
 
 // maxPid is the kernel's PID_MAX_LIMIT: no pid is larger.
 const maxPid = 1 << 22
@@ -50,22 +59,23 @@ const maxPid = 1 << 22
 const maxFD = 1<<20 - 1
 
 // keys are the encoding's fields after the version, in their only order;
-// versionEnd adds endKeys.
+// versionEnd adds endKeys, versionPipe pipeKeys.
 var (
-	keys    = []string{"boot", "pidns", "pid", "start", "child", "child_start", "pgid"}
-	endKeys = []string{"end_fd", "end_ino"}
+	keys     = []string{"boot", "pidns", "pid", "start", "child", "child_start", "pgid"}
+	endKeys  = []string{"end_ino", "end_path"}
+	pipeKeys = []string{"end_fd", "end_ino"}
 )
 
 // String encodes w as "v1 boot=… pidns=… pid=… start=… child=…
-// child_start=… pgid=…", or with an EndSignal as "v2 …" followed by
-// " end_fd=… end_ino=…": the forms Parse reads.
+// child_start=… pgid=…", or with an EndSignal as "v3 …" followed by
+// " end_ino=… end_path=…": the forms Parse reads.
 func (w Where) String() string {
 	s := fmt.Sprintf("boot=%s pidns=%d pid=%d start=%d child=%d child_start=%d pgid=%d",
 		w.Boot, w.PIDNS, w.Pid, w.Start, w.Child, w.ChildStart, w.Pgid)
 	if w.EndIno == 0 {
 		return version + " " + s
 	}
-	return fmt.Sprintf("%s %s end_fd=%d end_ino=%d", versionEnd, s, w.EndFD, w.EndIno)
+	return fmt.Sprintf("%s %s end_ino=%d end_path=%s", versionEnd, s, w.EndIno, w.EndPath)
 }
 
 // ErrVersion is wrapped by Parse's error for a Where in a format this
@@ -77,8 +87,10 @@ var ErrVersion = errors.New("unknown format version")
 // kernel's form (36 lowercase hexadecimal digits and dashes); decimal
 // numbers without sign or leading zeros, pids between 1 and the kernel's
 // limit, a PID namespace inode other than 0, a command that is not the
-// holder itself. Anything a store holds may have been written by anyone
-// with access to it, so Parse trusts nothing.
+// holder itself, an end signal's path that validEndPath accepts. Anything
+// a store holds may have been written by anyone with access to it, so
+// Parse trusts nothing (and a follower checks what the path names before
+// it opens it: openEnd).
 func Parse(s string) (Where, error) {
 	var w Where
 	if len(s) > maxWhere {
@@ -88,6 +100,8 @@ func Parse(s string) (Where, error) {
 	want := keys
 	switch fields[0] {
 	case version:
+	case versionPipe:
+		want = append(slices.Clip(keys), pipeKeys...)
 	case versionEnd:
 		want = append(slices.Clip(keys), endKeys...)
 	default:
@@ -108,11 +122,19 @@ func Parse(s string) (Where, error) {
 		return w, fmt.Errorf("parse where: boot=%.40q is not a boot id", vals[0])
 	}
 	w.Boot = vals[0]
-	var endFD uint64
-	nums := []struct {
+	var endFD, endIno uint64 // versionPipe's, dropped
+	if fields[0] == versionEnd {
+		p := vals[len(vals)-1]
+		if !validEndPath(p) {
+			return w, fmt.Errorf("parse where: end_path=%.40q is not a clean absolute path of printable characters", p)
+		}
+		w.EndPath = p
+	}
+	type num = struct {
 		dst      *uint64
 		min, max uint64
-	}{
+	}
+	nums := []num{
 		{&w.PIDNS, 1, 1<<64 - 1},
 		{nil, 1, maxPid}, // pid
 		{&w.Start, 0, 1<<64 - 1},
@@ -120,14 +142,11 @@ func Parse(s string) (Where, error) {
 		{&w.ChildStart, 0, 1<<64 - 1},
 		{nil, 1, maxPid}, // pgid
 	}
-	if len(want) > len(keys) {
-		nums = append(nums, []struct {
-			dst      *uint64
-			min, max uint64
-		}{
-			{&endFD, 0, maxFD},
-			{&w.EndIno, 1, 1<<64 - 1},
-		}...)
+	switch fields[0] {
+	case versionEnd:
+		nums = append(nums, num{&w.EndIno, 1, 1<<64 - 1})
+	case versionPipe:
+		nums = append(nums, num{&endFD, 0, maxFD}, num{&endIno, 1, 1<<64 - 1})
 	}
 	var pids []int
 	for i, n := range nums {
@@ -142,11 +161,25 @@ func Parse(s string) (Where, error) {
 			pids = append(pids, int(u))
 		}
 	}
-	w.Pid, w.Child, w.Pgid, w.EndFD = pids[0], pids[1], pids[2], int(endFD)
+	w.Pid, w.Child, w.Pgid = pids[0], pids[1], pids[2]
 	if w.Child == w.Pid {
 		return Where{}, fmt.Errorf("parse where: the command's pid %d is the holder's", w.Child)
 	}
 	return w, nil
+}
+
+// validEndPath reports whether p may name an EndSignal: absolute and
+// clean, at most maxEndPath bytes of printable ASCII without spaces.
+func validEndPath(p string) bool {
+	if len(p) < 2 || len(p) > maxEndPath || p[0] != '/' || path.Clean(p) != p {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseDecimal parses digits only, without sign or leading zeros.

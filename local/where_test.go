@@ -11,10 +11,18 @@ var sample = Where{Boot: "0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a", PIDNS: 40265318
 
 const sampleText = "v1 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210"
 
-// sampleEnd is sample with an EndSignal: the v2 form.
-var sampleEnd = func() Where { w := sample; w.EndFD, w.EndIno = 7, 123456; return w }()
+// sampleEnd is sample with an EndSignal: the v3 form.
+var sampleEnd = func() Where {
+	w := sample
+	w.EndIno, w.EndPath = 123456, "/run/user/1000/leaderrun/end-4026531836-1200-987654-1"
+	return w
+}()
 
-const sampleEndText = "v2 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210 end_fd=7 end_ino=123456"
+const sampleEndText = "v3 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210 end_ino=123456 end_path=/run/user/1000/leaderrun/end-4026531836-1200-987654-1"
+
+// samplePipeText is sample as an older leaderrun wrote it with its end
+// signal, a pipe that followers opened through /proc/PID/fd.
+const samplePipeText = "v2 boot=0f3c2a9e-6d1b-4c8e-9a7f-5b2e1d0c3f4a pidns=4026531836 pid=1200 start=987654 child=1210 child_start=987660 pgid=1210 end_fd=7 end_ino=123456"
 
 func TestWhereRoundTrip(t *testing.T) {
 	if got, want := sampleEnd.String(), sampleEndText; got != want {
@@ -23,10 +31,15 @@ func TestWhereRoundTrip(t *testing.T) {
 	if w, err := Parse(sampleEndText); err != nil || w != sampleEnd {
 		t.Errorf("Parse(%q) = %+v, %v; want %+v", sampleEndText, w, err, sampleEnd)
 	}
-	fd0 := sampleEnd
-	fd0.EndFD = 0 // a holder whose stdin is closed
-	if got, err := Parse(fd0.String()); err != nil || got != fd0 {
-		t.Errorf("Parse(%q) = %+v, %v; want %+v", fd0.String(), got, err, fd0)
+	// An older holder's record still names the holder and its command;
+	// its end signal, opened only through /proc/PID/fd, is dropped.
+	if w, err := Parse(samplePipeText); err != nil || w != sample {
+		t.Errorf("Parse(%q) = %+v, %v; want %+v (no end signal)", samplePipeText, w, err, sample)
+	}
+	long := sampleEnd
+	long.EndPath = "/" + strings.Repeat("x", maxEndPath-1)
+	if got, err := Parse(long.String()); err != nil || got != long {
+		t.Errorf("Parse(%q) = %+v, %v; want %+v", long.String(), got, err, long)
 	}
 
 	if got, want := sample.String(), sampleText; got != want {
@@ -50,13 +63,28 @@ func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, in string }{
 		{"empty", ""},
 		{"version only", "v1"},
-		{"other version", swap("v1 ", "v3 ")},
+		{"other version", swap("v1 ", "v4 ")},
+		{"v3 without its end signal", swap("v1 ", "v3 ")},
 		{"v2 without its end signal", swap("v1 ", "v2 ")},
-		{"v1 with an end signal", sampleText + " end_fd=7 end_ino=123456"},
-		{"v2 with inode 0", strings.Replace(sampleEndText, "end_ino=123456", "end_ino=0", 1)},
-		{"v2 with a descriptor above the kernel's limit", strings.Replace(sampleEndText, "end_fd=7", "end_fd=1048576", 1)},
-		{"v2 with end fields swapped", strings.Replace(sampleEndText, "end_fd=7 end_ino=123456", "end_ino=123456 end_fd=7", 1)},
-		{"v2 with a negative descriptor", strings.Replace(sampleEndText, "end_fd=7", "end_fd=-1", 1)},
+		{"v1 with an end signal", sampleText + " end_ino=123456 end_path=/run/x"},
+		{"v3 with a v2 end signal", strings.Replace(samplePipeText, "v2 ", "v3 ", 1)},
+		{"v2 with a v3 end signal", strings.Replace(sampleEndText, "v3 ", "v2 ", 1)},
+		{"v3 with inode 0", strings.Replace(sampleEndText, "end_ino=123456", "end_ino=0", 1)},
+		{"v3 with end fields swapped", strings.Replace(sampleEndText, "end_ino=123456 end_path=/run/user/1000/leaderrun/end-4026531836-1200-987654-1",
+			"end_path=/run/user/1000/leaderrun/end-4026531836-1200-987654-1 end_ino=123456", 1)},
+		{"v3 with an empty path", strings.Replace(sampleEndText, "end_path=/run/user/1000/leaderrun/end-4026531836-1200-987654-1", "end_path=", 1)},
+		{"v3 with a relative path", strings.Replace(sampleEndText, "end_path=/run/", "end_path=run/", 1)},
+		{"v3 with a path that climbs", strings.Replace(sampleEndText, "end_path=/run/", "end_path=/run/../dev/", 1)},
+		{"v3 with an unclean path", strings.Replace(sampleEndText, "end_path=/run/", "end_path=/run//", 1)},
+		{"v3 with a path ending in a slash", sampleEndText + "/"},
+		{"v3 with the root as path", strings.Replace(sampleEndText, "end_path=/run/user/1000/leaderrun/end-4026531836-1200-987654-1", "end_path=/", 1)},
+		{"v3 with a control character in the path", strings.Replace(sampleEndText, "end_path=/run/", "end_path=/r\x1bun/", 1)},
+		{"v3 with a non-ASCII path", strings.Replace(sampleEndText, "end_path=/run/", "end_path=/rün/", 1)},
+		{"v3 with a path above its limit", strings.Replace(sampleEndText, "end_path=/run/", "end_path=/"+strings.Repeat("x", maxEndPath)+"/", 1)},
+		{"v2 with inode 0", strings.Replace(samplePipeText, "end_ino=123456", "end_ino=0", 1)},
+		{"v2 with a descriptor above the kernel's limit", strings.Replace(samplePipeText, "end_fd=7", "end_fd=1048576", 1)},
+		{"v2 with end fields swapped", strings.Replace(samplePipeText, "end_fd=7 end_ino=123456", "end_ino=123456 end_fd=7", 1)},
+		{"v2 with a negative descriptor", strings.Replace(samplePipeText, "end_fd=7", "end_fd=-1", 1)},
 		{"no version", strings.TrimPrefix(sampleText, "v1 ")},
 		{"uppercase version", swap("v1 ", "V1 ")},
 		{"missing field", swap(" pgid=1210", "")},
@@ -98,21 +126,30 @@ func TestParseRefuses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse(strings.Replace(sampleText, "v1 ", "v3 ", 1)); !errors.Is(err, ErrVersion) {
-		t.Errorf("Parse of a v3 record = %v, want ErrVersion", err)
+	if _, err := Parse(strings.Replace(sampleText, "v1 ", "v4 ", 1)); !errors.Is(err, ErrVersion) {
+		t.Errorf("Parse of a v4 record = %v, want ErrVersion", err)
 	}
 }
 
-// FuzzParse checks that Parse accepts only what String writes: whatever it
-// accepts encodes back to the same text.
+// FuzzParse checks that Parse accepts only what String writes (or, for
+// the v2 form, what String wrote before it, less its end signal): whatever
+// it accepts encodes back to the same text.
 func FuzzParse(f *testing.F) {
 	f.Add(sampleText)
 	f.Add(sampleEndText)
+	f.Add(samplePipeText)
 	f.Add(strings.Replace(sampleText, "pid=1200", "pid=01200", 1))
 	f.Fuzz(func(t *testing.T, s string) {
 		w, err := Parse(s)
 		if err != nil {
 			return
+		}
+		if v1, ok := strings.CutPrefix(s, "v2 "); ok {
+			i := strings.Index(v1, " end_fd=")
+			if w.EndIno != 0 || w.EndPath != "" || i < 0 {
+				t.Fatalf("Parse(%q) = %+v; want the v2 end signal dropped", s, w)
+			}
+			s = "v1 " + v1[:i]
 		}
 		if got := w.String(); got != s {
 			t.Errorf("Parse(%q) = %+v, which encodes as %q", s, w, got)

@@ -1,0 +1,325 @@
+//go:build linux
+
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// follow plays a follower (LOCAL_TEST_ROLE=follower): it proves dead the
+// holder that the Where text in LOCAL_TEST_WHERE names, writes the file
+// LOCAL_TEST_READY once it watches, and exits 0 once the holder's death is
+// proved, 1 otherwise. Its log goes to stderr.
+func follow() int {
+	log := slog.New(readyOn{prefix: "watching the leader", file: os.Getenv("LOCAL_TEST_READY"),
+		Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})})
+	rec := lease.Record{Name: "relay", Holder: "a", Token: 7, Remaining: time.Minute, Where: os.Getenv("LOCAL_TEST_WHERE")}
+	ended, err := (&Prover{Logger: log}).Prove(context.Background(), rec, func() {})
+	if err != nil || ended {
+		fmt.Fprintf(os.Stderr, "Prove = %v, %v\n", ended, err)
+		return 1
+	}
+	return 0
+}
+
+// readyOn is a slog handler that writes file once a message starts with
+// prefix.
+type readyOn struct {
+	slog.Handler
+	prefix, file string
+}
+
+func (h readyOn) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		os.WriteFile(h.file, nil, 0o644)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h readyOn) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+// copyProgram copies the test binary to dir/name, so that processes run
+// from it have that command name.
+func copyProgram(t *testing.T, dir, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// openPty opens a pseudo-terminal pair, neither end as this process's
+// controlling terminal, and returns the slave's path.
+func openPty(t *testing.T) (master, slave *os.File, path string) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	rc, err := master.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var ierr error
+	rc.Control(func(fd uintptr) {
+		if ierr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ierr == nil {
+			n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPTN)
+		}
+	})
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	path = fmt.Sprintf("/dev/pts/%d", n)
+	if slave, err = os.OpenFile(path, os.O_RDWR|syscall.O_NOCTTY, 0); err != nil {
+		t.Fatal(err)
+	}
+	return master, slave, path
+}
+
+// ttyNr returns field 7 of /proc/PID/stat: the process's controlling
+// terminal, 0 for none.
+func ttyNr(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndexByte(data, ')')
+	f := strings.Fields(string(data[i+1:])) // from field 3, state
+	n, err := strconv.Atoi(f[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestProveNeverTakesForgedTerminal: a record forged in the store points
+// a follower's end signal at a pseudo-terminal that a process named
+// leaderrun holds as its descriptor 3 (the holder as this package knows
+// one: its command is its child, in a cgroup named after it): by the
+// descriptor (the v2 form, through /proc/PID/fd), by the terminal's path,
+// and by the holder's descriptor's path in /proc. A follower without a
+// controlling terminal (a service) must not get that terminal: its tty_nr
+// stays 0, the terminal has no session, and a ^C typed into it (read back
+// from its echo) does not reach the follower, which dies only by the
+// SIGTERM sent after it.
+func TestProveNeverTakesForgedTerminal(t *testing.T) {
+	dir := t.TempDir()
+	prog := copyProgram(t, dir, "leaderrun")
+	master, slave, pts := openPty(t)
+	fi, err := slave.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fi.Sys().(*syscall.Stat_t).Ino
+	ten := startTenure(t, shape{prog: prog, extra: []*os.File{slave}})
+	slave.Close()
+	rest := strings.TrimPrefix(ten.where.String(), version+" ")
+	for _, tc := range []struct{ name, where string }{
+		{"the holder's descriptor (v2)", fmt.Sprintf("v2 %s end_fd=3 end_ino=%d", rest, ino)},
+		{"the terminal's path", fmt.Sprintf("v3 %s end_ino=%d end_path=%s", rest, ino, pts)},
+		{"the holder's descriptor through /proc", fmt.Sprintf("v3 %s end_ino=%d end_path=/proc/%d/fd/3", rest, ino, ten.holder.Process.Pid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ready := filepath.Join(t.TempDir(), "ready")
+			var stderr bytes.Buffer
+			f := exec.Command(prog)
+			f.Env = append(os.Environ(), "LOCAL_TEST_ROLE=follower", "LOCAL_TEST_WHERE="+tc.where, "LOCAL_TEST_READY="+ready)
+			f.Stderr = &stderr
+			f.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+			if err := f.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- f.Wait() }()
+			defer func() {
+				f.Process.Kill()
+				<-done
+				t.Logf("the follower's log:\n%s", stderr.String())
+			}()
+			waitUntil(t, "the follower to watch the holder", func() bool {
+				if _, err := os.Stat(ready); err == nil {
+					return true
+				}
+				if f.ProcessState != nil || len(done) > 0 {
+					t.Fatal("the follower ended before it watched the holder")
+				}
+				return false
+			})
+			if n := ttyNr(t, f.Process.Pid); n != 0 {
+				t.Errorf("the follower's tty_nr = %#x, want 0: it took the forged terminal as its own", n)
+			}
+			if sid := session(t, master); sid != 0 {
+				t.Errorf("the terminal is the controlling terminal of session %d (the follower is %d), want none", sid, f.Process.Pid)
+			}
+			if _, err := master.Write([]byte{0x03}); err != nil { // ^C
+				t.Fatal(err)
+			}
+			awaitEcho(t, master, "^C")
+			if err := f.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-done:
+				done <- err
+			case <-time.After(10 * time.Second):
+				t.Fatal("the follower did not end at SIGTERM")
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+				t.Errorf("the follower ended with %v after a ^C on the terminal; want it killed by the SIGTERM sent after", err)
+			}
+		})
+	}
+}
+
+// session returns the session whose controlling terminal the pty is, 0
+// for none.
+func session(t *testing.T, master *os.File) int {
+	t.Helper()
+	rc, err := master.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sid int
+	var ierr error
+	rc.Control(func(fd uintptr) { sid, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGSID) })
+	if errors.Is(ierr, unix.ENOTTY) {
+		return 0
+	}
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	return sid
+}
+
+// awaitEcho reads the terminal's output until it holds want: the line
+// discipline has processed what was typed, signal included.
+func awaitEcho(t *testing.T, master *os.File, want string) {
+	t.Helper()
+	if err := master.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	defer master.SetReadDeadline(time.Time{})
+	var got []byte
+	buf := make([]byte, 256)
+	for !bytes.Contains(got, []byte(want)) {
+		n, err := master.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("read the terminal's echo: %v (got %q, want %q)", err, got, want)
+		}
+	}
+}
+
+// readers reports whether the FIFO p has a reader: an open for writing
+// that does not block fails with ENXIO while it has none.
+func readers(t *testing.T, p string) bool {
+	t.Helper()
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENXIO) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	return true
+}
+
+// TestProveOpensOnlyTheHoldersFIFO: a follower opens the end signal that
+// a record names only if it is a FIFO of the holder's user (or root) with
+// the recorded inode that no other user may write, named by a path that is
+// not a symbolic link. A record forged to name another user's FIFO, one
+// that others may write, or a link to the holder's own, is watched for
+// the holder's death only: nobody reads that FIFO.
+func TestProveOpensOnlyTheHoldersFIFO(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a FIFO of another user takes root")
+	}
+	ten := startTenure(t, shape{end: true})
+	dir := t.TempDir()
+	plant := func(t *testing.T, name string, mode uint32, uid int) (string, uint64) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := unix.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, os.FileMode(mode)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return p, st.Ino
+	}
+	for _, tc := range []struct {
+		name   string
+		forge  func(t *testing.T) (path string, ino uint64, fifo string)
+		opened bool
+	}{
+		{"the holder's own", func(t *testing.T) (string, uint64, string) {
+			return ten.where.EndPath, ten.where.EndIno, ten.where.EndPath
+		}, true},
+		{"another user's FIFO", func(t *testing.T) (string, uint64, string) {
+			p, ino := plant(t, "other", 0o600, 65534)
+			return p, ino, p
+		}, false},
+		{"a FIFO that others may write", func(t *testing.T) (string, uint64, string) {
+			p, ino := plant(t, "open", 0o622, 0)
+			return p, ino, p
+		}, false},
+		{"a link to the holder's FIFO", func(t *testing.T) (string, uint64, string) {
+			p := filepath.Join(dir, "link")
+			if err := os.Symlink(ten.where.EndPath, p); err != nil {
+				t.Fatal(err)
+			}
+			return p, ten.where.EndIno, ten.where.EndPath
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ten.where
+			path, ino, fifo := tc.forge(t)
+			w.EndPath, w.EndIno = path, ino
+			ctx, cancel := context.WithCancel(t.Context())
+			done := prove(t, ctx, record(w)) // opened (or not) before it watches
+			if got := readers(t, fifo); got != tc.opened {
+				t.Errorf("%s has a reader: %v, want %v", fifo, got, tc.opened)
+			}
+			cancel()
+			returned(t, done, "its context ended")
+		})
+	}
+}
