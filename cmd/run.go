@@ -164,9 +164,9 @@ func newReplica(rc runConfig, holder string, log *slog.Logger) *replica {
 }
 
 // relaySignals forwards signals to the running commands until quit closes.
-// The first stop signal instead makes the mode stop them with it; later
-// ones are forwarded like any other (a second Ctrl-C reaches the commands
-// while they wind down).
+// The first stop signal (--stop-on) instead makes the mode stop them, with
+// the signal signals.PassOn says; later ones are forwarded like any other
+// (a second Ctrl-C reaches the commands while they wind down).
 func (r *replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 	for {
 		select {
@@ -174,14 +174,19 @@ func (r *replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			return
 		case s := <-sigs:
 			sig, _ := s.(syscall.Signal)
-			if s == signals.Suspend {
+			switch r.cfg.StopOn.Action(sig) {
+			case signals.Suspend:
 				r.suspend()
 				continue
-			}
-			if signals.IsStop(s) && !r.stopped() {
-				r.log.Info("received stop signal", "signal", signals.Name(sig))
-				r.stop(sig)
-				continue
+			case signals.Stop:
+				if !r.stopped() {
+					passed := signals.PassOn(sig, r.cfg.StopSignal)
+					r.log.Info("received stop signal", "signal", signals.Name(sig), "command_gets", signals.Name(passed))
+					r.stop(passed)
+					continue
+				}
+			case signals.Ignore, signals.Kernel:
+				continue // not subscribed to; never relayed
 			}
 			for _, c := range r.children() {
 				r.log.Debug("forwarding signal", "signal", signals.Name(sig), "pid", c.Pid())
