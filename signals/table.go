@@ -18,7 +18,7 @@ var notes = map[syscall.Signal]string{
 	syscall.SIGSEGV:   "as SIGILL",
 	syscall.SIGSTKFLT: "as SIGILL",
 	syscall.SIGSYS:    "as SIGILL (a seccomp filter's SIGSYS is a fault)",
-	syscall.SIGKILL:   "cannot be caught: leaderrun dies at once and its command with it; the lease is held until it expires",
+	syscall.SIGKILL:   "cannot be caught: leaderrun dies at once, and its command with it (the PID namespace ends, or Pdeathsig); the lease is held until it expires",
 	syscall.SIGSTOP:   "cannot be caught: stops leaderrun, not the command; after SIGCONT a tenure whose renew deadline passed ends at once",
 	syscall.SIGCONT:   "also resumes leaderrun after SIGSTOP or Ctrl-Z",
 	syscall.SIGTSTP:   "Ctrl-Z: SIGSTOP to the command's group, then to leaderrun (as PID 1, only the command stops); SIGCONT resumes both",
@@ -33,7 +33,7 @@ func Note(sig syscall.Signal, stopOn StopOn) string {
 	if stopOn.Action(sig) == Stop {
 		switch PassOn(sig, 0) {
 		case 0:
-			return "the command gets the `--stop-signal` (TERM), not " + Name(sig) + ", and SIGKILL after `--kill-grace` if it still runs; leaderrun releases the lease and exits"
+			return "the command gets the `--stop-signal` (default TERM), not " + Name(sig) + ", and SIGKILL after `--kill-grace` if it still runs; leaderrun releases the lease and exits"
 		default:
 			return "the command gets " + Name(sig) + ", and SIGKILL after `--kill-grace` if it still runs; leaderrun releases the lease and exits"
 		}
