@@ -144,8 +144,9 @@ type replica struct {
 	start  func(supervise.Spec) (child, error) // startChild, or a fake
 	clock  lease.Clock                         // nil: lease.BootClock
 
-	mu       sync.Mutex // guards stopSig, stopping's closing and the modes' children
-	stopSig  syscall.Signal
+	mu       sync.Mutex // guards stopSig, received, stopping's closing and the modes' children
+	stopSig  syscall.Signal // what the commands get
+	received syscall.Signal // the stop signal leaderrun received, when it differs from stopSig
 	stopping chan struct{} // closed when leaderrun was told to stop
 	// children returns the running commands, which signals are
 	// forwarded to; it takes mu.
@@ -182,6 +183,11 @@ func (r *replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 				if !r.stopped() {
 					passed := signals.PassOn(sig, r.cfg.StopSignal)
 					r.log.Info("received stop signal", "signal", signals.Name(sig), "command_gets", signals.Name(passed))
+					if passed != sig {
+						r.mu.Lock()
+						r.received = sig
+						r.mu.Unlock()
+					}
 					r.stop(passed)
 					continue
 				}
@@ -230,6 +236,9 @@ func (r *replica) stop(sig syscall.Signal) {
 func (r *replica) stopReason() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.received != 0 {
+		return "stop signal " + signals.Name(r.received) + " (the command got " + signals.Name(r.stopSig) + ")"
+	}
 	return "stop signal " + signals.Name(r.stopSig)
 }
 
