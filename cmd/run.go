@@ -144,10 +144,10 @@ type replica struct {
 	start  func(supervise.Spec) (child, error) // startChild, or a fake
 	clock  lease.Clock                         // nil: lease.BootClock
 
-	mu       sync.Mutex // guards stopSig, received, stopping's closing and the modes' children
+	mu       sync.Mutex     // guards stopSig, received, stopping's closing and the modes' children
 	stopSig  syscall.Signal // what the commands get
 	received syscall.Signal // the stop signal leaderrun received, when it differs from stopSig
-	stopping chan struct{} // closed when leaderrun was told to stop
+	stopping chan struct{}  // closed when leaderrun was told to stop
 	// children returns the running commands, which signals are
 	// forwarded to; it takes mu.
 	children func() []child
