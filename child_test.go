@@ -22,7 +22,9 @@ func childMain() {
 	record := fs.String("record", "", "append every signal received to `FILE`")
 	ignoreTerm := fs.Bool("ignore-term", false, "record SIGTERM but keep running")
 	exitCode := fs.Int("exit", -1, "exit at once with this code (after -ready)")
-	termExit := fs.Int("term-exit", 0, "exit code after a stop signal (TERM, INT, QUIT, HUP)")
+	termExit := fs.Int("term-exit", 0, "exit code after a signal of -exit-on")
+	exitOn := fs.String("exit-on", "HUP,INT,QUIT,TERM", "signals to exit on, after recording them (comma-separated)")
+	catchAll := fs.Bool("catch-all", false, "catch and record every signal from 1 to 31 that can be caught, not only those leaderrun forwards")
 	killSelf := fs.String("kill-self", "", "die by this signal (after -ready)")
 	escapee := fs.String("escapee", "", "start a grandchild that leaves the process group; write its pid to `FILE`")
 	exitFile := fs.String("exitfile", "", "write `FILE` with the time this child exits after a signal")
@@ -62,8 +64,24 @@ func childMain() {
 			time.Sleep(time.Hour)
 		}
 	}
-	sigs := make(chan os.Signal, 16)
+	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, append(signals.Forwarded, syscall.SIGURG, syscall.SIGPIPE)...)
+	if *catchAll {
+		for n := syscall.Signal(1); n <= 31; n++ {
+			if n != syscall.SIGKILL && n != syscall.SIGSTOP {
+				signal.Notify(sigs, n)
+			}
+		}
+	}
+	exits := map[os.Signal]bool{}
+	for _, name := range strings.Split(*exitOn, ",") {
+		sig, err := signals.Parse(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lrchild: -exit-on:", err)
+			os.Exit(2)
+		}
+		exits[sig] = true
+	}
 	var held *os.File // the judge's lock, passed on to grandchildren
 	if *lock != "" {
 		held = takeLock(*lock)
@@ -104,7 +122,7 @@ func childMain() {
 		if *record != "" {
 			appendLine(*record, signals.Name(s.(syscall.Signal)))
 		}
-		if signals.IsStop(s) && !(s == syscall.SIGTERM && *ignoreTerm) {
+		if exits[s] && !(s == syscall.SIGTERM && *ignoreTerm) {
 			if *exitFile != "" {
 				writeFile(*exitFile, fmt.Sprintf("at=%d", time.Now().UnixNano()))
 			}

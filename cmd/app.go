@@ -64,7 +64,11 @@ Exit status: the command's (with --partitions, 0 once stopped); 124 not
 acquired within --acquire-timeout;
 125 leaderrun's own error (options, configuration, store refused);
 126 command not executable; 127 command not found. When the command dies
-by a signal, leaderrun dies by the same signal (as PID 1: exits 128+N).`
+by signal N, leaderrun passes that on: it dies by the same signal, so that
+its parent sees what the command's would have (a shell prints "Killed",
+systemd counts a SIGTERM death as a clean stop); as PID 1, which the
+kernel does not let die by its own signal, it exits 128+N, as a shell
+reports it. Its last log line says which.`
 
 // env names the environment variable of an option.
 func env(option string) []string {
@@ -158,7 +162,9 @@ func runFlags() []cli.Flag {
 			Usage: "how long a leader trusts its tenure after sending its last successful renew (" + bounds("renew-deadline") + ")"},
 		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace,
 			Usage: "time between the stop signal and SIGKILL (" + bounds("kill-grace") + ")"},
-		&cli.StringFlag{Name: "stop-signal", EnvVars: env("stop-signal"), Value: "TERM", Usage: "signal that asks the command to stop"},
+		&cli.StringFlag{Name: "stop-signal", EnvVars: env("stop-signal"), Value: "TERM", Usage: "signal that asks the command to stop (on a lost tenure, and in place of a stop signal other than INT and TERM)"},
+		&cli.StringFlag{Name: "stop-on", EnvVars: env("stop-on"), Value: signals.DefaultStopOn.String(),
+			Usage: "received signals that stop the command and end leaderrun (comma-separated); every other signal leaderrun catches is only forwarded, as HUP (reload) and QUIT (thread dump) are by default"},
 		&cli.BoolFlag{Name: "pid-namespace", EnvVars: env("pid-namespace"), DefaultText: "on where available, else a warning",
 			Usage: "run COMMAND as PID 1's child in a new PID namespace (without root: in a user namespace that maps only your own uid and gid), so that every descendant dies with leaderrun, even when leaderrun is SIGKILLed; true requires it (exit 125 where unavailable), false turns it off"},
 		&cli.BoolFlag{Name: "once", EnvVars: env("once"), DefaultText: "off",
@@ -186,6 +192,7 @@ func runFlags() []cli.Flag {
 type runConfig struct {
 	config.Config
 	StopSignal syscall.Signal
+	StopOn     signals.StopOn // received signals that stop; the rest are forwarded
 	HTTPAddr   string
 	// Namespace is what --pid-namespace chose; NamespaceWarning, when not
 	// empty, says why the default could not tie the command's tree to
@@ -245,6 +252,9 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		problems = append(problems, fmt.Sprintf("--stop-signal: %v", err))
 	}
 	rc.StopSignal = sig
+	if rc.StopOn, err = signals.ParseStopOn(c.String("stop-on")); err != nil {
+		problems = append(problems, fmt.Sprintf("--stop-on %v", err))
+	}
 	rc.HTTPAddr = c.String("http-addr")
 	rc.Namespace, rc.NamespaceWarning, err = chooseNamespace(c.IsSet("pid-namespace"), c.Bool("pid-namespace"))
 	if err != nil {

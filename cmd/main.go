@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"syscall"
@@ -33,8 +34,9 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	}
 	var exit *childExit
 	if errors.As(err, &exit) {
-		if exit.status.Signal != 0 && !supervise.IsInit() {
-			supervise.Reraise(exit.status)
+		if exit.status.Signal != 0 {
+			passOnLine(stderr, flags, exit.status)
+			supervise.Reraise(exit.status) // returns at once as PID 1
 		}
 		return exit.status.ExitCode()
 	}
@@ -82,3 +84,19 @@ func splitCommand(args []string) (own, command []string) {
 type childExit struct{ status supervise.Status }
 
 func (e *childExit) Error() string { return "child " + e.status.String() }
+
+// passOnLine is leaderrun's last log line when its command died by a
+// signal: leaderrun passes that signal on, by dying by it (its parent then
+// sees what the command's would), or as PID 1, which the kernel does not
+// let die by its own signal, by exiting 128+N.
+func passOnLine(w io.Writer, args []string, st supervise.Status) {
+	msg := fmt.Sprintf("command %s; leaderrun exits by the same signal", st)
+	if supervise.IsInit() {
+		msg = fmt.Sprintf("command %s; leaderrun exits %d (128+%d), as PID 1", st, st.ExitCode(), int(st.Signal))
+	}
+	var h slog.Handler = slog.NewTextHandler(w, nil)
+	if jsonRequested(args) {
+		h = slog.NewJSONHandler(w, nil)
+	}
+	slog.New(h).Info(msg)
+}

@@ -145,9 +145,10 @@ type replica struct {
 	start     func(supervise.Spec) (child, error) // startChild, or a fake
 	clock     lease.Clock                         // nil: lease.BootClock
 
-	mu       sync.Mutex // guards stopSig, stopping's closing and the modes' children
-	stopSig  syscall.Signal
-	stopping chan struct{} // closed when leaderrun was told to stop
+	mu       sync.Mutex     // guards stopSig, received, stopping's closing and the modes' children
+	stopSig  syscall.Signal // what the commands get
+	received syscall.Signal // the stop signal leaderrun received, when it differs from stopSig
+	stopping chan struct{}  // closed when leaderrun was told to stop
 	// children returns the running commands, which signals are
 	// forwarded to; it takes mu.
 	children func() []child
@@ -165,9 +166,9 @@ func newReplica(rc runConfig, holder string, log *slog.Logger) *replica {
 }
 
 // relaySignals forwards signals to the running commands until quit closes.
-// The first stop signal instead makes the mode stop them with it; later
-// ones are forwarded like any other (a second Ctrl-C reaches the commands
-// while they wind down).
+// The first stop signal (--stop-on) instead makes the mode stop them, with
+// the signal signals.PassOn says; later ones are forwarded like any other
+// (a second Ctrl-C reaches the commands while they wind down).
 func (r *replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 	for {
 		select {
@@ -175,14 +176,24 @@ func (r *replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			return
 		case s := <-sigs:
 			sig, _ := s.(syscall.Signal)
-			if s == signals.Suspend {
+			switch r.cfg.StopOn.Action(sig) {
+			case signals.Suspend:
 				r.suspend()
 				continue
-			}
-			if signals.IsStop(s) && !r.stopped() {
-				r.log.Info("received stop signal", "signal", signals.Name(sig))
-				r.stop(sig)
-				continue
+			case signals.Stop:
+				if !r.stopped() {
+					passed := signals.PassOn(sig, r.cfg.StopSignal)
+					r.log.Info("received stop signal", "signal", signals.Name(sig), "command_gets", signals.Name(passed))
+					if passed != sig {
+						r.mu.Lock()
+						r.received = sig
+						r.mu.Unlock()
+					}
+					r.stop(passed)
+					continue
+				}
+			case signals.Ignore, signals.Kernel:
+				continue // not subscribed to; never relayed
 			}
 			for _, c := range r.children() {
 				r.log.Debug("forwarding signal", "signal", signals.Name(sig), "pid", c.Pid())
@@ -226,6 +237,9 @@ func (r *replica) stop(sig syscall.Signal) {
 func (r *replica) stopReason() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.received != 0 {
+		return "stop signal " + signals.Name(r.received) + " (the command got " + signals.Name(r.stopSig) + ")"
+	}
 	return "stop signal " + signals.Name(r.stopSig)
 }
 

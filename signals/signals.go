@@ -1,10 +1,18 @@
-// Package signals says which signals leaderrun forwards to its child, which
-// of them also stop leaderrun, and which it never touches.
+// Package signals says what leaderrun does with each signal it receives:
+// which signals it forwards to its command, which stop the tenure, which it
+// drops, and which it leaves to the kernel.
 //
-// Forwarded is an explicit allow-list. Notify subscribes to exactly that list:
-// never to every signal (the Go runtime sends itself SIGURG for preemption),
-// and nothing here calls signal.Ignore (a child would inherit SIG_IGN).
-// CHLD, URG, PIPE, TTIN and TTOU are never forwarded.
+// Notify subscribes to an explicit list: never to every signal (the Go
+// runtime sends itself SIGURG for preemption, and catching SIGTTIN or
+// SIGTTOU would make a background write to a terminal loop), and nothing
+// here calls signal.Ignore (a child would inherit SIG_IGN).
+//
+// A signal that another process sends with kill(2) is never a crash. The Go
+// runtime treats SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV,
+// SIGSTKFLT and SIGSYS as faults and ends the program with a stack dump
+// (exit 2) unless they are subscribed to; subscribed, one sent by another
+// process arrives on the channel like any other signal, while a real fault
+// in leaderrun's own code still crashes it, as it must.
 package signals
 
 import (
@@ -13,27 +21,101 @@ import (
 	"syscall"
 )
 
-// Forwarded lists the signals leaderrun relays to its child's process group.
-// Callers must not modify it.
+// Action is what leaderrun does with a signal it receives.
+type Action int
+
+const (
+	// Kernel: leaderrun does not catch the signal; the kernel's default
+	// action applies to leaderrun itself (KILL, STOP, TTIN, TTOU).
+	Kernel Action = iota
+	// Forward: relayed to the command's process group.
+	Forward
+	// Stop: ends the tenure as a shutdown does (see StopOn and PassOn).
+	Stop
+	// Suspend: the terminal's Ctrl-Z (TSTP): SIGSTOP to the command's
+	// group, then to leaderrun itself; SIGCONT resumes both.
+	Suspend
+	// Ignore: caught and dropped.
+	Ignore
+)
+
+func (a Action) String() string {
+	switch a {
+	case Kernel:
+		return "kernel default"
+	case Forward:
+		return "forward"
+	case Stop:
+		return "stop"
+	case Suspend:
+		return "suspend"
+	case Ignore:
+		return "ignore"
+	}
+	return "Action(?)"
+}
+
+// Forwarded lists the signals leaderrun relays to its command's process
+// group, unless StopOn makes one a stop signal. Every one of them may be
+// named in --stop-on. Callers must not modify it.
 var Forwarded = []os.Signal{
 	syscall.SIGHUP,
 	syscall.SIGINT,
 	syscall.SIGQUIT,
-	syscall.SIGTERM,
+	syscall.SIGILL,
+	syscall.SIGTRAP,
+	syscall.SIGABRT,
+	syscall.SIGBUS,
+	syscall.SIGFPE,
 	syscall.SIGUSR1,
+	syscall.SIGSEGV,
 	syscall.SIGUSR2,
-	syscall.SIGWINCH,
-	syscall.SIGCONT,
 	syscall.SIGALRM,
+	syscall.SIGTERM,
+	syscall.SIGSTKFLT,
+	syscall.SIGCONT,
+	syscall.SIGVTALRM,
+	syscall.SIGWINCH,
+	syscall.SIGIO,
+	syscall.SIGPWR,
+	syscall.SIGSYS,
 }
 
-// Suspend is the terminal's Ctrl-Z. leaderrun does not forward it: it stops
-// the child's group and then itself, as a job does (the command runs in the
-// background of the terminal, see package supervise).
-var Suspend os.Signal = syscall.SIGTSTP
+// Suspended is the terminal's Ctrl-Z. leaderrun does not forward it: it stops
+// the command's group and then itself, as a job does (the command runs in
+// the background of the terminal, see package supervise).
+var Suspended os.Signal = syscall.SIGTSTP
 
-// IsStop reports whether sig stops leaderrun itself once it has been
-// forwarded: TERM, INT, QUIT and HUP do; every other signal does not.
+// ignored are caught (by Notify, the reaper, or the Go runtime) and never
+// forwarded: each reports on leaderrun's own state, not the command's.
+var ignored = map[syscall.Signal]string{
+	syscall.SIGPIPE: "a write to a closed pipe fails with EPIPE instead",
+	syscall.SIGCHLD: "leaderrun reaps its children",
+	syscall.SIGURG:  "the Go runtime's own preemption signal",
+	syscall.SIGXCPU: "leaderrun's own CPU limit; the command gets its own",
+	syscall.SIGXFSZ: "leaderrun's own file size limit; a write fails with EFBIG instead",
+	syscall.SIGPROF: "the Go runtime's profiling timer",
+}
+
+// Base returns what leaderrun does with sig when StopOn does not name it.
+func Base(sig syscall.Signal) Action {
+	if sig == Suspended {
+		return Suspend
+	}
+	if _, ok := ignored[sig]; ok {
+		return Ignore
+	}
+	for _, f := range Forwarded {
+		if f == sig {
+			return Forward
+		}
+	}
+	return Kernel
+}
+
+// IsStop reports whether sig ends an operator command (watch, step-down
+// --wait): HUP, INT, QUIT or TERM, as a terminal sends them. What stops a
+// run of a command is StopOn's business.
 func IsStop(sig os.Signal) bool {
 	switch sig {
 	case syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP:
@@ -42,9 +124,10 @@ func IsStop(sig os.Signal) bool {
 	return false
 }
 
-// Notify relays every signal in Forwarded, and Suspend, and only those, to
-// c.
-// Like signal.Notify, it does not block sending to c: c should be buffered.
+// Notify relays every signal in Forwarded, and Suspended, and only those,
+// to c. Like signal.Notify, it does not block sending to c: c should be
+// buffered. Call it first in main: until then a crash signal sent by
+// another process ends leaderrun with a stack dump.
 //
 // It also subscribes to SIGPIPE, on a channel of its own that nobody reads:
 // then a write to a closed pipe — leaderrun's stderr piped into `head -1`
@@ -54,6 +137,6 @@ func IsStop(sig os.Signal) bool {
 // default, as exec resets handled signals.
 func Notify(c chan<- os.Signal) {
 	signal.Notify(c, Forwarded...)
-	signal.Notify(c, Suspend)
+	signal.Notify(c, Suspended)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
