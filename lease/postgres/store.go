@@ -225,8 +225,9 @@ func (s *Store) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 var errTTL = errors.New("lease duration must be positive")
 
 // CredentialEnv implements lease.Credentialed: the libpq variables that
-// carry a password or point at one (PGPASSWORD, PGPASSFILE,
-// PGSERVICEFILE), which pgx reads.
+// pgx reads and that carry a secret or point at one: the password
+// (PGPASSWORD, PGPASSFILE, PGSERVICEFILE, which may hold one), the client
+// key's passphrase (PGSSLPASSWORD) and the client key (PGSSLKEY).
 func (s *Store) CredentialEnv() []string {
-	return []string{"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE"}
+	return []string{"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGSSLPASSWORD", "PGSSLKEY"}
 }
