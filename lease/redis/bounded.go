@@ -3,6 +3,7 @@ package redis
 import (
 	"fmt"
 	"net"
+	"syscall"
 )
 
 // Bounds on what one reply may announce. go-redis allocates what a reply's
@@ -49,7 +50,27 @@ type boundedConn struct {
 	err error // sticky: the first violation
 }
 
-func bounded(c net.Conn) net.Conn { return &boundedConn{Conn: c} }
+// bounded wraps c. It keeps what go-redis's pool looks for in a
+// connection to check an idle one's health without reading it (a peek at
+// the socket): SyscallConn where c has it, and NetConn.
+func bounded(c net.Conn) net.Conn {
+	b := &boundedConn{Conn: c}
+	if _, ok := c.(syscall.Conn); ok {
+		return boundedSysConn{b}
+	}
+	return b
+}
+
+// NetConn returns the connection underneath.
+func (c *boundedConn) NetConn() net.Conn { return c.Conn }
+
+// boundedSysConn is a boundedConn over a connection with a file
+// descriptor.
+type boundedSysConn struct{ *boundedConn }
+
+func (c boundedSysConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
 
 func (c *boundedConn) Read(b []byte) (int, error) {
 	if c.err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,4 +120,18 @@ func readCommand(r *bufio.Reader) (string, error) {
 		}
 	}
 	return name, nil
+}
+
+// TestBoundedKeepsHealthChecks: the wrapper of a TCP connection still
+// offers go-redis's pool its descriptor, to peek at an idle connection.
+func TestBoundedKeepsHealthChecks(t *testing.T) {
+	addr := fakeserver.Start(t, func(net.Conn) {})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := bounded(c).(syscall.Conn); !ok {
+		t.Error("bounded(TCP connection) is not a syscall.Conn")
+	}
 }
