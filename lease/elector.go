@@ -71,6 +71,12 @@ type Elector struct {
 	// refusals are retried (a read-only switchover passes), before it they
 	// end the campaign (a configuration that can never work).
 	answered bool
+	// unsure records that an Acquire or Seize failed without an answer
+	// since the last tenure started: the store may have granted it (see
+	// lostGrant).
+	unsure bool
+	// granted is the token of the last tenure this Elector started.
+	granted int64
 }
 
 // Validate reports the first field of e that cannot work: a missing Store,
@@ -106,6 +112,10 @@ const maxJitter = 50 * time.Millisecond
 // Errors wrapping ErrRefused end the campaign only while the store has
 // never answered this Elector (a configuration that cannot work); later
 // they are retried like any other.
+// An Acquire whose reply was lost may have been granted: Campaign releases
+// such a grant when it finds it (a record naming its Holder under a token
+// it never learned, read after an Acquire or Seize of unknown outcome) and
+// campaigns again at once, instead of waiting for it to expire.
 // Campaign returns ctx's error when ctx ends first, and ErrClosed when the
 // store was closed.
 func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
@@ -130,10 +140,27 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		e.unsure = e.unsure || unknownOutcome(err)
 		var held *HeldError
 		switch {
+		case errors.As(err, &held) && lostGrant(held.Record, e.Holder, e.unsure, e.granted):
+			e.answered = true
+			if err := releaseLostGrant(ctx, e.Store, held.Record, e.RetryPeriod, e.clock(), e.observe, log); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				sleep := backoff/2 + rand.N(backoff/2+1)
+				log.Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
+				backoff = min(2*backoff, 2*e.RetryPeriod)
+				if err := sleepCtx(ctx, sleep); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			e.unsure = false
 		case errors.As(err, &held):
 			e.answered = true
+			e.unsure = e.unsure && held.Record.Holder == e.Holder
 			backoff = e.RetryPeriod / 4
 			sleep := held.Record.Remaining + rand.N(maxJitter)
 			if !SameTenure(held.Record, leader) {
@@ -149,6 +176,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				continue
 			}
 			ten, err := e.seize(ctx, watch, log)
+			e.unsure = e.unsure || unknownOutcome(err)
 			switch {
 			case err == nil:
 				return ten, nil

@@ -70,10 +70,13 @@ type Owner struct {
 	mu      sync.Mutex // guards the fields below
 	held    map[int]*owned
 	holdOff map[int]time.Time // partitions not to acquire before then
-	view    Group             // the group as the store last told it
-	viewN   uint64            // how many answers the view has taken
-	out     bool              // left the group because a hand-off is stuck
-	kick    chan struct{}     // asks the reconcile loop to run now
+	// unsure holds the partitions whose last Acquire failed without an
+	// answer: the store may have granted them (see lostGrant).
+	unsure map[int]bool
+	view   Group         // the group as the store last told it
+	viewN  uint64        // how many answers the view has taken
+	out    bool          // left the group because a hand-off is stuck
+	kick   chan struct{} // asks the reconcile loop to run now
 	// inRound is full while a renewal round reads out and calls the
 	// store (see goOut).
 	inRound chan struct{}
@@ -413,7 +416,14 @@ func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
 		}
 	}
 	var want []int
+	var lost []Record // grants whose replies were lost, to release first
 	for p := range o.Partitions {
+		if o.held[p] == nil && lostGrant(g.Leases[p], o.Member, o.unsure[p], 0) {
+			rec := g.Leases[p]
+			rec.Name = PartitionKey(o.Group, p)
+			lost = append(lost, rec)
+			continue // acquired, if wanted, by the next reconcile
+		}
 		if o.held[p] != nil || !o.wants(p, target, live, g, nil, now) {
 			continue
 		}
@@ -429,6 +439,18 @@ func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
 	}
 	o.mu.Unlock()
 
+	for _, rec := range lost {
+		_, p, _ := SplitPartitionKey(rec.Name)
+		err := releaseLostGrant(ctx, o.Store, rec, o.RetryPeriod, o.clock(), o.observe, o.logger().With("partition", p))
+		if err != nil {
+			o.logger().Warn("cannot release a lost grant; will retry", "partition", p, "err", err)
+			break
+		}
+		o.mu.Lock()
+		delete(o.unsure, p)
+		o.mu.Unlock()
+		next = time.Now() // acquire it at once if it is wanted
+	}
 	for _, p := range want {
 		if ctx.Err() != nil {
 			break
@@ -476,6 +498,16 @@ func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record) 
 	rec, err := o.Store.Acquire(actx, e.Name, o.Member, o.LeaseDuration)
 	cancel()
 	o.observe("acquire", o.clock()()-sent, err)
+	o.mu.Lock()
+	if o.unsure == nil {
+		o.unsure = map[int]bool{}
+	}
+	if unknownOutcome(err) {
+		o.unsure[p] = true
+	} else if err == nil {
+		delete(o.unsure, p)
+	}
+	o.mu.Unlock()
 	var held *HeldError
 	switch {
 	case errors.As(err, &held):

@@ -78,6 +78,7 @@ func (t *Tenure) Seized() bool { return t.seized }
 // external tenure does not renew itself: report tells it the outcome of
 // each renewal.
 func (e *Elector) newTenure(rec Record, sent time.Duration, external bool) *Tenure {
+	e.granted, e.unsure = rec.Token, false
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tenure{Record: rec, e: e, ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}),

@@ -181,3 +181,48 @@ func TestCloseEndsEveryConnection(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestDelayHoldsRepliesNotRequests: while delaying, the target gets the
+// request at once (it answers it) and the client gets the answer only
+// after the delay, in order; after Pass, new answers come at once.
+func TestDelayHoldsRepliesNotRequests(t *testing.T) {
+	p := newProxy(t)
+	c := dial(t, p)
+	wantEcho(t, c, "before")
+	p.Delay(3 * time.Second)
+	if got, want := p.Mode(), ModeDelay; got != want {
+		t.Errorf("Mode() = %v, want %v", got, want)
+	}
+	if _, err := roundTrip(c, "late", 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("round trip while delaying = %v, want a timeout", err)
+	}
+	r := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := r.ReadString('\n')
+	if err != nil || got != "late\n" {
+		t.Fatalf("delayed answer = %q, %v; want %q", got, err, "late\n")
+	}
+	c.SetReadDeadline(time.Time{})
+	p.Pass()
+	wantEcho(t, c, "after")
+}
+
+// TestDelayAfterDelaysFromTheMarker: requests before the marked one are
+// answered at once; the marked one's answer comes late.
+func TestDelayAfterDelaysFromTheMarker(t *testing.T) {
+	p := newProxy(t)
+	c := dial(t, p)
+	p.DelayAfter("COMMIT", 3*time.Second)
+	wantEcho(t, c, "BEGIN")
+	if _, err := roundTrip(c, "COMMIT", 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("round trip of the marked request = %v, want a timeout", err)
+	}
+	if got, want := p.Mode(), ModeDelay; got != want {
+		t.Errorf("Mode() after the marker = %v, want %v", got, want)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || got != "COMMIT\n" {
+		t.Fatalf("delayed answer = %q, %v; want %q", got, err, "COMMIT\n")
+	}
+}

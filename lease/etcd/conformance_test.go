@@ -2,8 +2,11 @@ package etcd
 
 import (
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
@@ -29,6 +32,20 @@ func TestConformance(t *testing.T) {
 				if _, err := admin.Delete(testCtx(t), s.keysOf(name).base, clientv3.WithPrefix()); err != nil {
 					t.Fatalf("delete %q: %v", name, err)
 				}
+			},
+			Delaying: func(t *testing.T) (lease.Store, func(string, time.Duration), func()) {
+				// The holder is in the grant's transaction only: the
+				// read and the lease grant before it do not name it.
+				p, err := tcpproxy.New(c.Endpoints()[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				s, err := Open(testCtx(t), dsnFor(prefix, p.Addr()))
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				return s, p.DelayAfter, p.Pass
 			},
 		}
 	})

@@ -70,6 +70,12 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
+// maxReply bounds one reply from the server: the client's default is
+// 2 GiB, which it would allocate for one reply of a broken or hostile
+// server. No reply of leaderrun's comes near 64 MiB. (A variable, for a
+// test.)
+var maxReply = 64 << 20
+
 // Open connects to the etcd cluster that dsn names and checks that the user
 // may read and write the store's keys. The DSN is
 //
@@ -113,6 +119,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		Username:             cfg.user,
 		Password:             cfg.password,
 		Logger:               zap.NewNop(),
+		MaxCallRecvMsgSize:   maxReply,
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "tcp", addr)
 		})},

@@ -20,6 +20,17 @@ type Harness struct {
 	// Delete removes name's record behind the store's back, as an operator
 	// or a restore from backup might.
 	Delete func(t *testing.T, name string)
+	// Delaying, when set, opens a handle through a proxy (package
+	// tcpproxy) and returns it with delay and pass. delay(holder, d)
+	// makes the proxy hold back, for d, the reply to the next write that
+	// grants a name to holder, and every reply after it: tcpproxy's
+	// DelayAfter, with a marker that only that write carries (holder's
+	// identity, if the store sends it with no earlier request of an
+	// Acquire; COMMIT, if the grant is a transaction). pass ends the
+	// delay for replies read later. The suite closes the handle. Leave
+	// it nil for a store without a network: the suite then makes a
+	// handle from Open answer one Acquire late itself.
+	Delaying func(t *testing.T) (s lease.Store, delay func(holder string, d time.Duration), pass func())
 }
 
 // Run runs the conformance suite. newHarness is called once per subtest and
@@ -39,6 +50,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ExpiredUntakenIsLost", testExpiredUntakenIsLost},
 		{"OldHolderIsLostAfterTakeover", testLostAfterTakeover},
 		{"WrongTokenIsLost", testWrongToken},
+		{"EarlierTenureIsLost", testEarlierTenureIsLost},
+		{"LostGrantIsReleased", testLostGrantIsReleased},
 		{"ReleaseFreesAtOnce", testReleaseFreesAtOnce},
 		{"TokensStrictlyIncrease", testTokensIncrease},
 		{"ReleaseWakesWaiter", testReleaseWakesWaiter},

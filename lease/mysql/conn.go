@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"strconv"
 	"time"
 
@@ -75,7 +77,7 @@ func openDB(base *mysqldriver.Config, p pool) (*sql.DB, error) {
 	cfg.MultiStatements = false
 	cfg.CheckConnLiveness = true
 	cfg.Logger = &mysqldriver.NopLogger{}
-	cfg.DialFunc = tcpdial.New().DialContext
+	cfg.DialFunc = dialRecorded(tcpdial.New().DialContext)
 	if !p.ioTimeouts {
 		cfg.ReadTimeout, cfg.WriteTimeout = 0, 0
 	}
@@ -101,7 +103,7 @@ type initConnector struct {
 }
 
 func (c initConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.Connector.Connect(ctx)
+	conn, err := connectGuarded(ctx, c.Connector)
 	if err != nil {
 		return nil, err
 	}
@@ -179,4 +181,46 @@ func sessionID(conn *sql.Conn) int64 {
 func discard(conn *sql.Conn) {
 	conn.Raw(func(any) error { return driver.ErrBadConn })
 	conn.Close()
+}
+
+// The driver parses the server's handshake by offsets it does not check
+// against the packet's length: a short or malformed handshake (a server
+// that is not MySQL, or a broken one) panicked it (slice bounds out of
+// range) in whichever goroutine opened the connection, database/sql's
+// own among them. connectGuarded turns that panic into an error and
+// closes the connection the driver dialed for it.
+
+// dialedKey is the context key under which connectGuarded learns of the
+// connection dialRecorded dialed.
+type dialedKey struct{}
+
+// dialRecorded wraps dial to record the connection it returns in the
+// context's *net.Conn, if connectGuarded put one there.
+func dialRecorded(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if p, ok := ctx.Value(dialedKey{}).(*net.Conn); ok && err == nil {
+			*p = conn
+		}
+		return conn, err
+	}
+}
+
+// ErrMalformedHandshake is returned for a server whose handshake the
+// driver could not parse.
+var ErrMalformedHandshake = errors.New("the server's handshake is malformed: not a MySQL server, or a broken one")
+
+// connectGuarded is c.Connect, with a panic of the driver's turned into
+// an error wrapping ErrMalformedHandshake.
+func connectGuarded(ctx context.Context, c driver.Connector) (conn driver.Conn, err error) {
+	var dialed net.Conn
+	defer func() {
+		if r := recover(); r != nil {
+			if dialed != nil {
+				dialed.Close()
+			}
+			conn, err = nil, fmt.Errorf("%w (the driver failed: %v)", ErrMalformedHandshake, r)
+		}
+	}()
+	return c.Connect(context.WithValue(ctx, dialedKey{}, &dialed))
 }

@@ -11,10 +11,11 @@
 // parameters of its own; it passes these driver parameters on and refuses
 // any other, and any given twice:
 //
-//   - tls=true|false|skip-verify|preferred: true verifies the server's
-//     certificate against the system's roots and its name; skip-verify
-//     encrypts without verifying; preferred uses TLS when the server offers
-//     it.
+//   - tls=true|false|skip-verify: true verifies the server's certificate
+//     against the system's roots and its name; skip-verify encrypts
+//     without verifying. tls=preferred is refused, and so is
+//     allowFallbackToPlaintext=true: the driver drops TLS, on a handshake
+//     that does not offer it, in the configuration the whole pool shares.
 //   - timeout, readTimeout, writeTimeout (durations); readTimeout and
 //     writeTimeout do not apply to the sessions that block in GET_LOCK.
 //   - allowCleartextPasswords, allowNativePasswords, allowOldPasswords,

@@ -30,14 +30,14 @@ const defaultDialTimeout = 10 * time.Second
 // driverParams are the go-sql-driver/mysql parameters a DSN may set, and
 // what each takes.
 var driverParams = map[string]string{
-	"tls":                      "true, false, skip-verify or preferred",
+	"tls":                      "true, false or skip-verify",
 	"timeout":                  "a duration (dialing)",
 	"readTimeout":              "a duration (reading a reply; not applied to wake-up sessions)",
 	"writeTimeout":             "a duration",
 	"allowCleartextPasswords":  "a boolean",
 	"allowNativePasswords":     "a boolean",
 	"allowOldPasswords":        "a boolean",
-	"allowFallbackToPlaintext": "a boolean",
+	"allowFallbackToPlaintext": "false (true is refused)",
 	"compress":                 "a boolean",
 	"connectionAttributes":     "key:value pairs",
 	"maxAllowedPacket":         "a number of bytes",
@@ -52,8 +52,17 @@ var fixedParams = []string{
 }
 
 // tlsModes are the values of tls that need no TLS configuration registered
-// in code.
-var tlsModes = []string{"true", "false", "1", "0", "skip-verify", "preferred"}
+// in code, but preferred: see errDowngrade.
+var tlsModes = []string{"true", "false", "1", "0", "skip-verify"}
+
+// errDowngrade explains the refusal of tls=preferred and
+// allowFallbackToPlaintext=true. With either, the driver drops TLS when a
+// server's handshake does not offer it, and it does so in the
+// configuration that every connection of the pool shares: one handshake
+// stripped by whoever sits on the path made the whole pool, and every
+// password and lease after it, plaintext.
+var errDowngrade = errors.New("one handshake without TLS (stripped on the path) turns TLS off for every later connection; " +
+	"use tls=true (or skip-verify), or no tls parameter for plaintext")
 
 // errMalformed is what a DSN that does not parse as a URL is refused with.
 // It echoes nothing of the DSN, which may hold a password in any position.
@@ -115,6 +124,9 @@ func parseDSN(s string) (*dsn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DSN parameters: %w", err)
 	}
+	if cfg.AllowFallbackToPlaintext {
+		return nil, fmt.Errorf("allowFallbackToPlaintext=%s is refused: %w", params.Get("allowFallbackToPlaintext"), errDowngrade)
+	}
 	cfg.User = u.User.Username()
 	cfg.Passwd, _ = u.User.Password()
 	cfg.Net = "tcp"
@@ -154,6 +166,8 @@ func checkParams(rawQuery string) (url.Values, error) {
 			}
 			slices.Sort(known)
 			return nil, fmt.Errorf("unknown parameter %s (known: %s)", k, strings.Join(known, ", "))
+		case k == "tls" && strings.EqualFold(v[0], "preferred"):
+			return nil, fmt.Errorf("tls=%s is refused: %w", v[0], errDowngrade)
 		case k == "tls" && !slices.Contains(tlsModes, strings.ToLower(v[0])):
 			return nil, fmt.Errorf("tls=%q: want %s", v[0], driverParams["tls"])
 		}

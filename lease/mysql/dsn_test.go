@@ -40,8 +40,8 @@ func TestParseDSN(t *testing.T) {
 		{"mariadb://u@h/db", "u", "", "h:3306", "db", "", defaultDialTimeout, "mariadb://u@h/db"},
 		{"mysql://u:" + escapedSecret + "@[::1]/db?tls=skip-verify&timeout=3s", "u", secret, "[::1]:3306", "db",
 			"skip-verify", 3 * time.Second, "mysql://u@[::1]/db?tls=skip-verify&timeout=3s"},
-		{"mysql://app:x@db.internal:3306/app?tls=preferred&readTimeout=10s", "app", "x", "db.internal:3306", "app",
-			"preferred", defaultDialTimeout, "mysql://app@db.internal:3306/app?tls=preferred&readTimeout=10s"},
+		{"mysql://app:x@db.internal:3306/app?tls=true&readTimeout=10s&allowFallbackToPlaintext=false", "app", "x", "db.internal:3306", "app",
+			"true", defaultDialTimeout, "mysql://app@db.internal:3306/app?tls=true&readTimeout=10s&allowFallbackToPlaintext=false"},
 	} {
 		d, err := parseDSN(tc.dsn)
 		if err != nil {
@@ -78,6 +78,12 @@ func TestParseDSNRefuses(t *testing.T) {
 		{"mysql://u@h/db?tls=custom", `tls="custom"`},
 		{"mysql://u@h/db?timeout=soon", "invalid duration"},
 		{"mysql://u@h/db?connectionAttributes=mail:a@b", "an '@' after the host"},
+		// The driver drops TLS for the whole pool after one handshake
+		// without it.
+		{"mysql://u@h/db?tls=preferred", "tls=preferred is refused"},
+		{"mysql://u@h/db?tls=Preferred", "tls=Preferred is refused"},
+		{"mysql://u@h/db?tls=true&allowFallbackToPlaintext=true", "allowFallbackToPlaintext=true is refused"},
+		{"mysql://u@h/db?tls=true&allowFallbackToPlaintext=1", "allowFallbackToPlaintext=1 is refused"},
 	} {
 		_, err := parseDSN(tc.dsn)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

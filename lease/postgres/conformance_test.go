@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,6 +21,16 @@ func harness(t *testing.T, dsn, schema string) leasetest.Harness {
 		},
 		Delete: func(t *testing.T, name string) {
 			exec(t, adminConn(t), "DELETE FROM "+pgx.Identifier{schema, tableName}.Sanitize()+" WHERE name = $1", name)
+		},
+		Delaying: func(t *testing.T) (lease.Store, func(string, time.Duration), func()) {
+			// A grant is one statement, sent in one write with its
+			// arguments, the holder among them.
+			p := newProxy(t)
+			s, err := Open(testCtx(t), viaProxy(t, dsn, p.Addr()))
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s, p.DelayAfter, p.Pass
 		},
 	}
 }

@@ -67,6 +67,12 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
+// maxMessageBody bounds the body of a protocol message from the server,
+// which pgx allocates once it has read the message's length: by default up
+// to a gigabyte, for one reply of a broken or hostile server. No message
+// of leaderrun's comes near this.
+const maxMessageBody = 16 << 20
+
 // Open connects to the PostgreSQL server that dsn names and creates the
 // lease schema, table and fence function unless they exist.
 //
@@ -107,6 +113,7 @@ func open(ctx context.Context, dsn string, existing bool) (*Store, error) {
 		secrets = append(secrets, cfg.Password) // from PGPASSWORD or the passfile, too
 	}
 	cfg.DialFunc = tcpdial.New().DialContext
+	cfg.MaxProtocolMessageBodyLen = maxMessageBody
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = defaultApplicationName
 	}
@@ -218,8 +225,9 @@ func (s *Store) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 var errTTL = errors.New("lease duration must be positive")
 
 // CredentialEnv implements lease.Credentialed: the libpq variables that
-// carry a password or point at one (PGPASSWORD, PGPASSFILE,
-// PGSERVICEFILE), which pgx reads.
+// pgx reads and that carry a secret or point at one: the password
+// (PGPASSWORD, PGPASSFILE, PGSERVICEFILE, which may hold one), the client
+// key's passphrase (PGSSLPASSWORD) and the client key (PGSSLKEY).
 func (s *Store) CredentialEnv() []string {
-	return []string{"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE"}
+	return []string{"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGSSLPASSWORD", "PGSSLKEY"}
 }

@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leaderrun/leaderrun/internal/redistest"
+	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -71,6 +72,28 @@ func harness(t *testing.T, serverURL string) leasetest.Harness {
 			if err := adminClient(t, serverURL).Del(testCtx(t), k.lease(name)).Err(); err != nil {
 				t.Fatal(err)
 			}
+		},
+		Delaying: func(t *testing.T) (lease.Store, func(string, time.Duration), func()) {
+			// A grant is one script call, the holder among its
+			// arguments.
+			addr, err := redistest.Addr(serverURL)
+			if err != nil {
+				t.Skip(err)
+			}
+			p, err := tcpproxy.New(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			via, err := redistest.ViaAddr(dsn, p.Addr())
+			if err != nil {
+				t.Skip(err)
+			}
+			s, err := Open(testCtx(t), via)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s, p.DelayAfter, p.Pass
 		},
 	}
 }

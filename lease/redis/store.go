@@ -143,14 +143,18 @@ func configure(cfg *goredis.Options, opts options) {
 
 // dialer dials with internal/tcpdial (keepalive, TCP_USER_TIMEOUT) and, when
 // tlsConfig is set, negotiates TLS: go-redis only does that itself with its
-// own dialer.
+// own dialer. Replies are read through boundedConn, which refuses sizes
+// go-redis would allocate and could not.
 func dialer(timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := tcpdial.New()
 	d.Timeout = timeout
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil || tlsConfig == nil {
-			return conn, err
+		if err != nil {
+			return nil, err
+		}
+		if tlsConfig == nil {
+			return bounded(conn), nil
 		}
 		tc := tls.Client(conn, tlsConfig)
 		hctx, cancel := context.WithTimeout(ctx, timeout)
@@ -159,7 +163,7 @@ func dialer(timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Conte
 			conn.Close()
 			return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
 		}
-		return tc, nil
+		return bounded(tc), nil
 	}
 }
 
