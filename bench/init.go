@@ -59,7 +59,7 @@ func (b *bench) measureInit(runs int) *initResult {
 	r := &initResult{Runs: runs}
 	db := "sqlite:" + b.tmpPath("init.db")
 	lr := func(ns string) []string {
-		return []string{b.lrBin, "--name", "bench-init", "--store", db, "--once", "--log-level", "warn",
+		return []string{b.lrBin, "--name", "bench-init-ns-" + ns, "--store", db, "--once", "--log-level", "warn",
 			"--pid-namespace=" + ns, "--"}
 	}
 	r.Systems = append(r.Systems, &initSystem{Label: "the command alone", Argv: nil})
@@ -196,16 +196,20 @@ func sleepRuns(pid int, sleep string) bool {
 	return false
 }
 
-// childPids lists pid's children.
+// childPids lists pid's children, those of every thread: a Go program
+// forks from whichever thread it runs on.
 func childPids(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil
-	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
 		}
 	}
 	return out
@@ -219,8 +223,11 @@ func (b *bench) initMemory(s *initSystem, sleep string) error {
 		return err
 	}
 	defer func() {
-		p.killGroup(syscall.SIGKILL)
-		p.wait(10 * time.Second)
+		// SIGTERM, so that leaderrun releases its name.
+		syscall.Kill(p.pid, syscall.SIGTERM)
+		if !p.wait(10 * time.Second) {
+			p.killGroup(syscall.SIGKILL)
+		}
 	}()
 	b.sleep(3 * time.Second)
 	if s.Self, err = readMem(p.pid); err != nil {
