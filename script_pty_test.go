@@ -59,18 +59,28 @@ func cmdPtyRun(ts *testscript.TestScript, neg bool, args []string) {
 	})
 }
 
-// ptykey NAME KEY: type KEY (ctrl-c, ctrl-z or ctrl-backslash) on the
-// terminal of ptyrun NAME, which sends the foreground job its signal.
+// ptykey NAME KEY: type KEY (ctrl-c, ctrl-z or ctrl-backslash, which send
+// the foreground job its signal, or ctrl-d, end of input) on the terminal
+// of ptyrun NAME.
 func cmdPtyKey(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
-		ts.Fatalf("usage: ptykey NAME ctrl-c|ctrl-z|ctrl-backslash")
+		ts.Fatalf("usage: ptykey NAME ctrl-c|ctrl-z|ctrl-backslash|ctrl-d")
 	}
-	keys := map[string]byte{"ctrl-c": 0x03, "ctrl-z": 0x1a, "ctrl-backslash": 0x1c}
+	keys := map[string]byte{"ctrl-c": 0x03, "ctrl-z": 0x1a, "ctrl-backslash": 0x1c, "ctrl-d": 0x04}
 	k, ok := keys[args[1]]
 	if !ok {
 		ts.Fatalf("unknown key %q", args[1])
 	}
 	_, err := ptys.Load(ts, args[0]).Write([]byte{k})
+	ts.Check(err)
+}
+
+// ptytype NAME LINE: type LINE and Enter on the terminal of ptyrun NAME.
+func cmdPtyType(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: ptytype NAME LINE")
+	}
+	_, err := ptys.Load(ts, args[0]).Write([]byte(args[1] + "\n"))
 	ts.Check(err)
 }
 

@@ -142,6 +142,7 @@ func scriptParams(dir string, setup func(*testscript.Env) error, postgres bool) 
 			"procenv":    cmdProcEnv,
 			"ptyrun":     cmdPtyRun,
 			"ptykey":     cmdPtyKey,
+			"ptytype":    cmdPtyType,
 			"waitstate":  cmdWaitState,
 			"atspan":     cmdAtSpan,
 			"running":    cmdRunning,

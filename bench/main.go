@@ -43,6 +43,7 @@ type options struct {
 	costWindow   time.Duration
 	idleWindow   time.Duration
 	execRuns     int
+	initRuns     int
 	scaleNames   int
 	scaleWindow  time.Duration
 	scaleReps    int
@@ -105,6 +106,7 @@ func main() {
 	flag.DurationVar(&o.costWindow, "cost-window", 60*time.Second, "store-cost measurement window")
 	flag.DurationVar(&o.idleWindow, "idle-window", 30*time.Second, "idle footprint window")
 	flag.IntVar(&o.execRuns, "exec-runs", 30, "start-to-exec runs (and as many direct runs)")
+	flag.IntVar(&o.initRuns, "init-runs", 50, "as an init: rounds of start-to-exit and SIGTERM-to-exit of each init (leaderrun, tini, dumb-init)")
 	flag.IntVar(&o.scaleNames, "scale-names", 1000, "names held at once in the scale test")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 60*time.Second, "scale test window")
 	flag.IntVar(&o.scaleReps, "scale-replicas", 2, "Stores (replicas) competing for every name in the scale test")
@@ -121,7 +123,7 @@ func main() {
 	flag.IntVar(&o.partKill, "partition-kill-runs", 5, "partitioned: SIGKILLs of one replica (each followed by a join) per store")
 	flag.DurationVar(&o.partCostWin, "partition-cost-window", 60*time.Second, "partitioned: store-cost window at 16 and 1,024 partitions")
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,handoff,stepdown,cost,crash,scale,partitions (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,crash,scale,partitions (default all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")
@@ -131,7 +133,7 @@ func main() {
 	}
 	if o.quick {
 		o.handoffRuns, o.crashRuns, o.shortRuns = 10, 1, 3
-		o.costWindow, o.idleWindow, o.execRuns = 15*time.Second, 10*time.Second, 10
+		o.costWindow, o.idleWindow, o.execRuns, o.initRuns = 15*time.Second, 10*time.Second, 10, 15
 		o.scaleWindow = 15 * time.Second
 		o.stepRuns, o.partTerm, o.partKill, o.partCostWin = 5, 3, 1, 15*time.Second
 	}

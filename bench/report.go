@@ -126,6 +126,7 @@ func (r *report) markdown() string {
 	r.scaleSection(&w)
 	r.partitionSection(&w)
 	r.footprintSection(&w)
+	r.initSection(&w)
 	r.peerSection(&w)
 	if b, err := os.ReadFile(r.Findings); err == nil {
 		w.p("")

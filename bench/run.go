@@ -30,6 +30,7 @@ type report struct {
 	BinSize    int64
 	Idle       []idleResult
 	Exec       *execResult
+	Init       *initResult
 	Cal        sqliteCalibration
 	Cost       []*costResult
 	Handoff    []*failoverResult
@@ -160,6 +161,12 @@ func (b *bench) run(ctx context.Context) *report {
 		rep.Busy["exec"] = busy()
 	}
 
+	if b.want("init") && !b.stopping() {
+		b.progress("as an init: %d rounds beside tini and dumb-init", o.initRuns)
+		busy := machineBusy()
+		rep.Init = b.measureInit(o.initRuns)
+		rep.Busy["init"] = busy()
+	}
 	if b.want("handoff") {
 		var cs []*contender
 		for _, st := range b.stores {

@@ -533,10 +533,19 @@ func (s *readTimes) firstSince(t time.Time) (time.Duration, bool) {
 // where it runs), or for successorWait when none comes: closing a server
 // store's connections at once competed with the successor's start. It
 // leaves the store alone for successorQuiet first: its reads, too,
-// competed with the successor's.
+// competed with the successor's. It waits only while another replica
+// campaigns (a live candidate for the name); with none it returns at its
+// release, without another read.
 func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
-	for _, successor := range []bool{true, false} {
-		t.Run(fmt.Sprintf("successor=%v", successor), func(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		candidate, acquires bool
+	}{
+		{"successor", true, true},
+		{"candidate that never comes", true, false},
+		{"nobody campaigns", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var store *readTimes
 				lp := startLoop(t, nil, func(lp *loop) {
@@ -544,6 +553,13 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 					lp.l.useStore(store)
 				})
 				lp.next(time.Second)
+				ctx := context.Background()
+				if tc.candidate {
+					// b campaigns: its Acquire is refused while the leader holds the name.
+					if _, err := lp.m.Acquire(ctx, "relay", "b", time.Minute); err == nil {
+						t.Fatal("b acquired the name while the leader held it")
+					}
+				}
 				time.Sleep(5 * time.Second)
 				stopped := time.Now()
 				lp.l.stop(syscall.SIGTERM)
@@ -551,14 +567,27 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 				if !lp.ev.before("stopped 0", "released") {
 					t.Fatalf("events %q: want the child stopped, then the release", lp.ev.list())
 				}
+				if !tc.candidate {
+					select {
+					case <-lp.errc:
+					default:
+						t.Fatal("the loop waited after its release though nobody else campaigns")
+					}
+					if got := time.Since(stopped); got != 0 {
+						t.Errorf("the loop returned %v after the stop, want at once", got)
+					}
+					if first, ok := store.firstSince(stopped); ok {
+						t.Errorf("a read %v after the stop; want none", first)
+					}
+					return
+				}
 				select {
 				case err := <-lp.errc:
 					t.Fatalf("the loop returned %v right after its release, before any successor ran", err)
 				default:
 				}
-				if successor {
+				if tc.acquires {
 					time.Sleep(5 * time.Millisecond)
-					ctx := context.Background()
 					rec, err := lp.m.Acquire(ctx, "relay", "b", time.Minute)
 					if err != nil {
 						t.Fatal(err)
@@ -576,7 +605,7 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 				}
 				<-lp.errc
 				want := successorWait
-				if successor {
+				if tc.acquires {
 					want = 5*time.Millisecond + successorQuiet
 				}
 				if got := time.Since(stopped); got != want {

@@ -26,8 +26,9 @@ type Child struct {
 	reaped chan struct{} // closed by the reaper once the child has been reaped
 	done   chan struct{} // closed after reaped, once the terminal is given back
 
-	tag string  // tags the child's environment; see attrib.go
-	cg  *cgroup // the child's own cgroup, or nil; see cgroup.go
+	tag string    // tags the child's environment; see attrib.go
+	cg  *cgroup   // the child's own cgroup, or nil; see cgroup.go
+	tty *terminal // the controlling terminal on its stdin, or nil; see tty.go
 
 	stopOnce sync.Once
 }
@@ -62,6 +63,8 @@ func Start(spec Spec) (*Child, error) {
 		tag:    newTag(),
 	}
 	c.spec.Env = append(c.spec.Env[:len(c.spec.Env):len(c.spec.Env)], tagEnv+"="+c.tag)
+	initStopReport() // before any fork: the command must not inherit it
+	c.tty = newTerminal(spec.Stdin)
 	if base := ""; !spec.noCgroup {
 		if base = childCgroups(c.logger, !spec.Proved); base != "" {
 			if c.cg, err = newCgroup(base); err != nil {
@@ -121,6 +124,10 @@ func (c *Child) run(path string, started chan<- error) {
 			return
 		}
 	}
+	var stopsR, stopsW *os.File
+	if ns != nil {
+		stopsR, stopsW = c.passStops(attr)
+	}
 	if c.cg != nil {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, c.cg.fd
 	}
@@ -141,6 +148,14 @@ func (c *Child) run(path string, started chan<- error) {
 	runtime.KeepAlive(c.spec.Stdin)
 	runtime.KeepAlive(c.spec.Stdout)
 	runtime.KeepAlive(c.spec.Stderr)
+	if stopsW != nil {
+		stopsW.Close()
+		if err == nil {
+			go c.readStops(stopsR)
+		} else {
+			stopsR.Close()
+		}
+	}
 	if ns != nil {
 		ns.forked()
 	}
@@ -166,6 +181,7 @@ func (c *Child) run(path string, started chan<- error) {
 		c.status = st
 		theReaper.mu.Unlock()
 	}
+	c.reclaimTerminal(false)
 	close(c.done)
 }
 
@@ -205,6 +221,9 @@ func (c *Child) Signal(sig syscall.Signal) error {
 		// SIGSTOP would stop the init, not the command: the init
 		// turns a SIGTSTP into a SIGSTOP of the command's group.
 		sig = syscall.SIGTSTP
+	}
+	if sig == syscall.SIGCONT {
+		c.giveTerminal() // resumed by fg: the terminal goes back first
 	}
 	r := &theReaper
 	r.mu.Lock()

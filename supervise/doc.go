@@ -4,9 +4,11 @@
 // Start executes the command directly, without a shell, in its own process
 // group. At a terminal that group is in the background: this process stays
 // the foreground job, so that the terminal's Ctrl-C, Ctrl-\ and Ctrl-Z reach
-// it, whatever the command does with them, and it passes them on. The
-// command may write to the terminal but not read from it (it would be
-// stopped by SIGTTIN, as any background job is). The child gets SIGKILL if
+// it, whatever the command does with them, and it passes them on. A
+// command that reads from the terminal (stopped by SIGTTIN, as any
+// background job is) or sets its modes (SIGTTOU) is made the foreground
+// job and continued, and the terminal is taken back when it stops at the
+// terminal or ends (see tty.go). The child gets SIGKILL if
 // the thread that forked it dies, and that thread lives until the child has
 // been reaped, so the child never outlives this process.
 //

@@ -71,17 +71,37 @@ func (r *reaper) loop(sigchld <-chan os.Signal) {
 
 // reap collects every exited child of this process without blocking. A
 // registered Child gets its status; any other pid is logged and forgotten.
+// A registered Child that was stopped is told so (see tty.go), after the
+// mutex is released.
 func (r *reaper) reap() {
+	for _, s := range r.reapLocked() {
+		s.c.jobStopped(s.sig)
+	}
+}
+
+// jobStop is a stop of a Child that reap saw.
+type jobStop struct {
+	c   *Child
+	sig syscall.Signal
+}
+
+func (r *reaper) reapLocked() (stops []jobStop) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WUNTRACED, nil)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || pid <= 0 {
-			return // ECHILD: no children; 0: none has exited
+			return stops // ECHILD: no children; 0: none has exited
+		}
+		if ws.Stopped() {
+			if c, ok := r.children[pid]; ok && c.tty != nil {
+				stops = append(stops, jobStop{c, ws.StopSignal()})
+			}
+			continue
 		}
 		st := statusOf(ws)
 		if c, ok := r.children[pid]; ok {

@@ -1,0 +1,7 @@
+package leasetest
+
+import "testing"
+
+func TestMemoryOtherCandidates(t *testing.T) {
+	CheckCandidateReader(t, &Memory{})
+}
