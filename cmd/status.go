@@ -153,7 +153,7 @@ func jsonRecord(r lease.Record) recordJSON {
 	return recordJSON{
 		Name: r.Name, State: r.State(), Holder: r.Holder, Token: r.Token,
 		Acquired: optTime(r.Acquired), Renewed: optTime(r.Renewed), Expires: optTime(r.Expires),
-		ExpiresIn: timeLeft(r).Seconds(),
+		ExpiresIn: seconds(timeLeft(r)),
 	}
 }
 
@@ -190,7 +190,7 @@ func jsonGroup(g lease.Group) groupJSON {
 	}
 	for _, m := range g.Members {
 		out.Members = append(out.Members, memberJSON{Identity: m.Identity, Owns: owns[m.Identity],
-			ExpiresIn: m.Remaining.Round(time.Millisecond).Seconds()})
+			ExpiresIn: seconds(m.Remaining)})
 	}
 	return out
 }
@@ -204,7 +204,11 @@ func printGroup(c *cli.Context, g lease.Group) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(gj)
 	}
-	fmt.Fprintf(w, "%s: %d partitions, %d live members\n\n", shown(g.Name), g.Partitions, len(g.Members))
+	members := "live members"
+	if len(g.Members) == 1 {
+		members = "live member"
+	}
+	fmt.Fprintf(w, "%s: %d partitions, %d %s\n\n", shown(g.Name), g.Partitions, len(g.Members), members)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tOWNS\tEXPIRES IN")
 	for _, m := range gj.Members {
@@ -235,6 +239,12 @@ func timeLeft(r lease.Record) time.Duration {
 		return 0
 	}
 	return r.Remaining.Round(time.Millisecond)
+}
+
+// seconds is d in seconds to the millisecond, as JSON shows it: 13.399,
+// never 13.399000000000001.
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond).Milliseconds()) / 1000
 }
 
 func optTime(t time.Time) *time.Time {
