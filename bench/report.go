@@ -123,6 +123,7 @@ func (r *report) markdown() string {
 	r.stepDownSection(&w)
 	r.crashSection(&w)
 	r.costSection(&w)
+	r.serverLoadSection(&w)
 	r.scaleSection(&w)
 	r.partitionSection(&w)
 	r.footprintSection(&w)

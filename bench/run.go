@@ -32,6 +32,7 @@ type report struct {
 	Exec       *execResult
 	Cal        sqliteCalibration
 	Cost       []*costResult
+	ServerLoad []*serverLoad // the serverload section
 	Handoff    []*failoverResult
 	Crash      []*failoverResult
 	TermProbe  etcdTermProbe
@@ -352,6 +353,13 @@ func (b *bench) run(ctx context.Context) *report {
 		wg.Wait()
 		rep.Crash = results
 		rep.Busy["crash"] = busy()
+	}
+
+	if b.want("serverload") && !b.stopping() {
+		b.progress("store load counted at the server: 1 leader + 2 followers per store, %v window", o.costWindow)
+		busy := machineBusy()
+		rep.ServerLoad = b.serverLoads(ctx, o.costWindow)
+		rep.Busy["serverload"] = busy()
 	}
 
 	if b.want("scale") && b.pg != nil && !b.stopping() {
