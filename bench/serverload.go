@@ -362,7 +362,7 @@ func (b *bench) mysqlServerLoad(ctx context.Context, window time.Duration) *serv
 	var admin *sql.DB
 	srv, err := b.startPrivate("serverload-mariadbd", []string{lookPath("mariadbd"), "--no-defaults", "--datadir=" + dir,
 		fmt.Sprintf("--port=%d", port), "--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "sock"),
-		"--pid-file=" + filepath.Join(dir, "pid"), "--user=root", "--skip-grant-tables", "--skip-log-bin",
+		"--pid-file=" + filepath.Join(dir, "pid"), "--user=root", "--skip-log-bin",
 		"--innodb-buffer-pool-size=32M", "--performance-schema=OFF", "--general-log=1", "--general-log-file=" + logFile},
 		func() error {
 			db, err := mysqltest.Admin(base)
