@@ -36,6 +36,9 @@ func (r *report) serverLoadSection(w *mdw) {
 			met(s.PerSecond() <= 1), above, s.How, strings.Join(sortedCounts(s.By, s.Window), ", "))
 	}
 	w.p("")
+	w.p("Machine CPU busy during this section: %s (other engineers' work shares the machine; the counts follow", r.busy("serverload"))
+	w.p("the replicas' timers, not the machine's speed).")
+	w.p("")
 	for _, s := range r.ServerLoad {
 		if s == nil || s.Err != "" {
 			continue
@@ -55,3 +58,33 @@ func (r *report) serverLoadSection(w *mdw) {
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// serverLoadRows adds the serverload section's figures to the store-cost
+// table, one row per store, "counted at the server".
+func (r *report) serverLoadRows(w *mdw) {
+	for _, s := range r.ServerLoad {
+		if s == nil {
+			continue
+		}
+		label := "leaderrun · " + s.Store
+		if s.Err != "" {
+			w.p("| %s | 2 | – | error: %s | – | at the server | | |", label, mdEscape(s.Err))
+			continue
+		}
+		how := map[string]string{
+			"PostgreSQL": "at the server: Δ xact_commit+xact_rollback, settled 20 s",
+			"MariaDB":    "at the server: Δ Questions + pings, a private mariadbd",
+			"Redis":      "at the server: INFO commandstats, a private redis-server, scripts' inner commands left out",
+			"etcd":       "at the server: gRPC calls handled + stream messages",
+		}[s.Store]
+		var by []string
+		for i, k := range sortedKeys(s.By) {
+			if i == 4 {
+				break
+			}
+			by = append(by, fmt.Sprintf("%s %.2f", k, float64(s.By[k])/s.Window.Seconds()))
+		}
+		w.p("| %s | 2 | %.0f s | %.2f %s | – | %s | %s | ≤ 1: %s |", label, s.Window.Seconds(), s.PerSecond(), s.Unit, how,
+			strings.Join(by, ", "), met(s.PerSecond() <= targetStmtPerSec))
+	}
+}

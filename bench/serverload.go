@@ -274,7 +274,11 @@ func stmtKind(q string) string {
 	if len(f) > 3 {
 		f = f[:3]
 	}
-	return strings.Join(f, " ")
+	k := strings.Join(f, " ")
+	if i := strings.IndexByte(k, '('); i > 0 {
+		k = k[:i] // a call's arguments differ by replica
+	}
+	return k
 }
 
 // replicaPorts maps each local TCP port of a socket the group's leaderrun
@@ -657,6 +661,19 @@ func etcdCounters(e *etcdServer) (map[string]float64, error) {
 
 // sortedCounts lists m's entries, largest first, as "k n".
 func sortedCounts(m map[string]int64, per time.Duration) []string {
+	var out []string
+	for _, k := range sortedKeys(m) {
+		if per > 0 {
+			out = append(out, fmt.Sprintf("%s %d (%.2f/s)", k, m[k], float64(m[k])/per.Seconds()))
+		} else {
+			out = append(out, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	return out
+}
+
+// sortedKeys lists m's keys, largest count first.
+func sortedKeys(m map[string]int64) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -667,13 +684,5 @@ func sortedCounts(m map[string]int64, per time.Duration) []string {
 		}
 		return keys[i] < keys[j]
 	})
-	var out []string
-	for _, k := range keys {
-		if per > 0 {
-			out = append(out, fmt.Sprintf("%s %d (%.2f/s)", k, m[k], float64(m[k])/per.Seconds()))
-		} else {
-			out = append(out, fmt.Sprintf("%s %d", k, m[k]))
-		}
-	}
-	return out
+	return keys
 }
