@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leaderrun/leaderrun/bench/internal/mono"
 	"github.com/leaderrun/leaderrun/internal/mysqltest"
 )
@@ -194,14 +196,29 @@ func (b *bench) pgServerLoad(ctx context.Context, window time.Duration) *serverL
 	defer g.stop()
 	var x0, x1, off0 int64
 	var e0, e1 error
+	var w0, w1 time.Time
 	r.Window = b.serverWindow(serverSettle, window,
-		func() { off0 = fileSize(pgLogPath); x0, e0 = b.pg.xacts(ctx, db) },
-		func() { x1, e1 = b.pg.xacts(ctx, db) })
+		func() { off0 = fileSize(pgLogPath); x0, e0 = b.pg.xacts(ctx, db); w0 = time.Now() },
+		func() { x1, e1 = b.pg.xacts(ctx, db); w1 = time.Now() })
 	if e0 != nil || e1 != nil {
 		r.Err = fmt.Sprint(e0, e1)
 		return r
 	}
 	r.Count = x1 - x0
+	// Autovacuum's workers commit transactions in the database too, and
+	// log_statement does not show them: read what they did, from inside
+	// the database, now that the window is over.
+	if c, err := pgx.Connect(ctx, b.pg.dsnFor(db)); err == nil {
+		var runs, inWindow int64
+		err := c.QueryRow(ctx, `SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0),
+	count(*) FILTER (WHERE last_autovacuum BETWEEN $1 AND $2) + count(*) FILTER (WHERE last_autoanalyze BETWEEN $1 AND $2)
+FROM pg_stat_all_tables`, w0, w1).Scan(&runs, &inWindow)
+		c.Close(ctx)
+		if err == nil {
+			r.Extra = map[string]int64{"autovacuum and autoanalyze runs on the database's tables since it was made": runs,
+				"tables whose last autovacuum or autoanalyze fell in the window": inWindow}
+		}
+	}
 	// Which backend serves which replica: its client port, owned by a
 	// leaderrun process's socket.
 	ports := replicaPorts(g)
@@ -221,6 +238,12 @@ func (b *bench) pgServerLoad(ctx context.Context, window time.Duration) *serverL
 	r.Stmts, err = pgLoggedStatements(pgLogPath, off0, db, backends)
 	if err != nil && r.Note == "" {
 		r.Note = "no statement breakdown: " + err.Error()
+	}
+	if len(r.Stmts) > 0 {
+		if r.Extra == nil {
+			r.Extra = map[string]int64{}
+		}
+		r.Extra["statements the group's connections sent, from the server's log (log_statement)"] = sumCounts(r.Stmts)
 	}
 	return r
 }
