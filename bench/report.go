@@ -260,6 +260,9 @@ func (r *report) headline(w *mdw) {
 		}
 		return v + " " + met(c.PerSecond() <= targetStmtPerSec)
 	})
+	if len(r.ServerLoad) > 0 {
+		row("store load as above, counted at the server (per second)", "≤ 1", r.serverLoadCell)
+	}
 	row(fmt.Sprintf("%d names on one PostgreSQL: renew p99, spurious losses", r.Opt.ScaleNames), "≤ 50 ms, 0", func(l string) string {
 		if l == peerLabel {
 			return "no peer measured"

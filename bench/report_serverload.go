@@ -88,3 +88,16 @@ func (r *report) serverLoadRows(w *mdw) {
 			strings.Join(by, ", "), met(s.PerSecond() <= targetStmtPerSec))
 	}
 }
+
+// serverLoadCell is the headline's cell for the system labelled l.
+func (r *report) serverLoadCell(l string) string {
+	for _, s := range r.ServerLoad {
+		if s != nil && "leaderrun · "+s.Store == l {
+			if s.Err != "" || s.Window == 0 {
+				return "not measured"
+			}
+			return fmt.Sprintf("%.2f %s %s", s.PerSecond(), s.Unit, met(s.PerSecond() <= targetStmtPerSec))
+		}
+	}
+	return "–"
+}
