@@ -205,20 +205,7 @@ func (b *bench) pgServerLoad(ctx context.Context, window time.Duration) *serverL
 		return r
 	}
 	r.Count = x1 - x0
-	// Autovacuum's workers commit transactions in the database too, and
-	// log_statement does not show them: read what they did, from inside
-	// the database, now that the window is over.
-	if c, err := pgx.Connect(ctx, b.pg.dsnFor(db)); err == nil {
-		var runs, inWindow int64
-		err := c.QueryRow(ctx, `SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0),
-	count(*) FILTER (WHERE last_autovacuum BETWEEN $1 AND $2) + count(*) FILTER (WHERE last_autoanalyze BETWEEN $1 AND $2)
-FROM pg_stat_all_tables`, w0, w1).Scan(&runs, &inWindow)
-		c.Close(ctx)
-		if err == nil {
-			r.Extra = map[string]int64{"autovacuum and autoanalyze runs on the database's tables since it was made": runs,
-				"tables whose last autovacuum or autoanalyze fell in the window": inWindow}
-		}
-	}
+	r.Extra = map[string]int64{}
 	// Which backend serves which replica: its client port, owned by a
 	// leaderrun process's socket.
 	ports := replicaPorts(g)
@@ -239,10 +226,21 @@ FROM pg_stat_all_tables`, w0, w1).Scan(&runs, &inWindow)
 	if err != nil && r.Note == "" {
 		r.Note = "no statement breakdown: " + err.Error()
 	}
-	if len(r.Stmts) > 0 {
-		if r.Extra == nil {
-			r.Extra = map[string]int64{}
+	// Autovacuum's workers commit transactions in the database too, and
+	// log_statement does not show them: read what they did, from inside
+	// the database, now that the window is over and the log was read.
+	if c, err := pgx.Connect(ctx, b.pg.dsnFor(db)); err == nil {
+		var runs, inWindow int64
+		err := c.QueryRow(ctx, `SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0),
+	count(*) FILTER (WHERE last_autovacuum BETWEEN $1 AND $2) + count(*) FILTER (WHERE last_autoanalyze BETWEEN $1 AND $2)
+FROM pg_stat_all_tables`, w0, w1).Scan(&runs, &inWindow)
+		c.Close(ctx)
+		if err == nil {
+			r.Extra["autovacuum and autoanalyze runs on the database's tables since it was made"] = runs
+			r.Extra["tables whose last autovacuum or autoanalyze fell in the window"] = inWindow
 		}
+	}
+	if len(r.Stmts) > 0 {
 		r.Extra["statements the group's connections sent, from the server's log (log_statement)"] = sumCounts(r.Stmts)
 	}
 	return r
