@@ -12,10 +12,16 @@ func (r *report) serverLoadSection(w *mdw) {
 	if len(r.ServerLoad) == 0 {
 		return
 	}
+	settle := serverSettle
+	for _, s := range r.ServerLoad {
+		if s != nil && s.Settle > 0 {
+			settle = s.Settle
+		}
+	}
 	w.p("### Store load counted at the server")
 	w.p("")
 	w.p("One leader and two followers of leaderrun per store, default timings, the child `sleep`; the window opens")
-	w.p("%v after the second follower stands by. The stores ran at the same time, each on a server (or, for", serverSettle)
+	w.p("%v after the second follower stands by. The stores ran at the same time, each on a server (or, for", settle)
 	w.p("PostgreSQL, a database) that nothing else used, so the server's own counters are this group's. Target (§8): ≤ 1 per second.")
 	w.p("")
 	w.p("| store | window | counted at the server, per second | target | store-cost figure above (1 + 2) | how the server counted | by counter (window total, per second) |")
@@ -72,7 +78,7 @@ func (r *report) serverLoadRows(w *mdw) {
 			continue
 		}
 		how := map[string]string{
-			"PostgreSQL": "at the server: Δ xact_commit+xact_rollback, settled 20 s",
+			"PostgreSQL": fmt.Sprintf("at the server: Δ xact_commit+xact_rollback, settled %.0f s", s.Settle.Seconds()),
 			"MariaDB":    "at the server: Δ Questions + pings, a private mariadbd",
 			"Redis":      "at the server: INFO commandstats, a private redis-server, scripts' inner commands left out",
 			"etcd":       "at the server: gRPC calls handled + stream messages",
