@@ -123,7 +123,7 @@ func main() {
 	flag.IntVar(&o.partKill, "partition-kill-runs", 5, "partitioned: SIGKILLs of one replica (each followed by a join) per store")
 	flag.DurationVar(&o.partCostWin, "partition-cost-window", 60*time.Second, "partitioned: store-cost window at 16 and 1,024 partitions")
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,crash,scale,partitions (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,serverload,crash,scale,partitions (default all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")

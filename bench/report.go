@@ -123,6 +123,7 @@ func (r *report) markdown() string {
 	r.stepDownSection(&w)
 	r.crashSection(&w)
 	r.costSection(&w)
+	r.serverLoadSection(&w)
 	r.scaleSection(&w)
 	r.partitionSection(&w)
 	r.footprintSection(&w)
@@ -260,6 +261,9 @@ func (r *report) headline(w *mdw) {
 		}
 		return v + " " + met(c.PerSecond() <= targetStmtPerSec)
 	})
+	if len(r.ServerLoad) > 0 {
+		row("store load as above, counted at the server (per second)", "≤ 1", r.serverLoadCell)
+	}
 	row(fmt.Sprintf("%d names on one PostgreSQL: renew p99, spurious losses", r.Opt.ScaleNames), "≤ 50 ms, 0", func(l string) string {
 		if l == peerLabel {
 			return "no peer measured"

@@ -201,6 +201,7 @@ func (r *report) costSection(w *mdw) {
 		}
 		w.p("| %s | %d | %.0f s | %.2f %s | %s | %s | %s | %s |", c.Label(), c.Followers, c.Window.Seconds(), c.PerSecond(), c.Unit, per, how, byRate(c), tgt)
 	}
+	r.serverLoadRows(w)
 	w.p("")
 	w.p("\"per follower\" is the growth from 1 follower, divided by the followers added. \"what\" breaks the count down")
 	w.p("(per second). Machine CPU busy during this section (with the idle-footprint processes of section 7, which ran")

@@ -33,6 +33,7 @@ type report struct {
 	Init       *initResult
 	Cal        sqliteCalibration
 	Cost       []*costResult
+	ServerLoad []*serverLoad // the serverload section
 	Handoff    []*failoverResult
 	Crash      []*failoverResult
 	TermProbe  etcdTermProbe
@@ -359,6 +360,13 @@ func (b *bench) run(ctx context.Context) *report {
 		wg.Wait()
 		rep.Crash = results
 		rep.Busy["crash"] = busy()
+	}
+
+	if b.want("serverload") && !b.stopping() {
+		b.progress("store load counted at the server: 1 leader + 2 followers per store, %v window", o.costWindow)
+		busy := machineBusy()
+		rep.ServerLoad = b.serverLoads(ctx, o.costWindow)
+		rep.Busy["serverload"] = busy()
 	}
 
 	if b.want("scale") && b.pg != nil && !b.stopping() {
