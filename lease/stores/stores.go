@@ -5,6 +5,8 @@
 // The etcd store (etcd.go) links gRPC and the etcd client, whose package
 // initialisation costs about 4 MB of resident memory in every leaderrun
 // process, whichever store it uses; build with -tags noetcd to leave it out.
+// The Kubernetes store (kubernetes.go) links client-go; build with -tags
+// nokubernetes to leave it out.
 package stores
 
 import (
