@@ -218,4 +218,3 @@ func TestDeploymentManifestIsAccepted(t *testing.T) {
 		t.Fatalf("the stored Deployment = %v, %v", got, err)
 	}
 }
-
