@@ -116,9 +116,20 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
 	}
-	s := &Store{
-		describe:  fmt.Sprintf("k8s://%s (%s)", c.namespace, redactHost(cfg.Host)),
-		namespace: c.namespace,
+	s := newStore(client, c.namespace, clock, fmt.Sprintf("k8s://%s (%s)", c.namespace, redactHost(cfg.Host)))
+	if err := clock.calibrate(ctx, client.Discovery().RESTClient()); err != nil {
+		return nil, s.apiError("open kubernetes store "+s.describe, err)
+	}
+	if err := s.checkAccess(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(client kubernetes.Interface, namespace string, clock *serverClock, describe string) *Store {
+	return &Store{
+		describe:  describe,
+		namespace: namespace,
 		client:    client,
 		clock:     clock,
 		written:   map[string]*writtenLease{},
@@ -127,13 +138,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		closed:    make(chan struct{}),
 		stop:      make(chan struct{}),
 	}
-	if err := clock.calibrate(ctx, client.Discovery().RESTClient()); err != nil {
-		return nil, s.apiError("open kubernetes store "+s.describe, err)
-	}
-	if err := s.checkAccess(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // redactHost is the server's URL without anything but scheme, host and
