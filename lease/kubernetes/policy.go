@@ -33,7 +33,9 @@ func grant(cur *rec, name, holder string, dead *lease.Record, ttl time.Duration,
 		if blocks > 0 {
 			view.Remaining = blocks
 			refusal := &lease.HeldError{Record: view}
-			if cur.see(holder, hi.Add(2*ttl), ttl) {
+			// A foreign holder's Lease is not written to: its holder
+			// could not hand it over anyway.
+			if !cur.foreign && cur.see(holder, hi.Add(2*ttl), ttl) {
 				return cur, refusal
 			}
 			return nil, refusal
