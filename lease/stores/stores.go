@@ -5,7 +5,10 @@
 // The etcd store (etcd.go) links gRPC and the etcd client, whose package
 // initialisation costs about 4 MB of resident memory in every leaderrun
 // process, whichever store it uses; build with -tags noetcd to leave it out.
-// The Kubernetes store (kubernetes.go) links client-go; build with -tags
+// The Kubernetes store (kubernetes.go) links client-go, whose typed
+// clients and scheme cover every API group: measured on one loaded 2-core
+// machine, `leaderrun version` took 43 MB of resident memory with it and
+// 20 MB without, and the binary 114 MB instead of 49 MB. Build with -tags
 // nokubernetes to leave it out.
 package stores
 
