@@ -4,7 +4,7 @@ GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
 TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
-.PHONY: build test vet mutants
+.PHONY: build test vet mutants kube-apiserver
 
 # The version a built binary reports: the git description of the checkout.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -17,6 +17,14 @@ build:
 
 vet:
 	$(GO) vet ./...
+
+# The Kubernetes store's tests run a kube-apiserver built from the k8s.io
+# modules by internal/kubeapiserver (a module of its own), once per machine,
+# into the Go build cache, where internal/kubetest looks for it (and builds
+# it when it is missing, which may outlast a test timeout: minutes).
+KUBE_APISERVER = $(shell $(GO) env GOCACHE)/leaderrun/kube-apiserver-v1.37.2
+kube-apiserver:
+	test -x $(KUBE_APISERVER) || { cd internal/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
 
 # Every package but the chaos suite, then the chaos suite alone (its
 # TTL-bound checks missed on a loaded 2-core machine while the scripts ran

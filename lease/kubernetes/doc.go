@@ -1,0 +1,79 @@
+//go:build kubernetes
+
+// Package kubernetes is a lease.Store on the Kubernetes API server's
+// coordination.k8s.io/v1 Leases, the objects client-go's leader election
+// uses, for replicas that run as pods and have no other shared service. It
+// registers the DSN scheme "k8s".
+//
+// Not yet part of the default build: it is compiled only with -tags
+// kubernetes (go test -tags kubernetes ./lease/kubernetes), because its
+// conformance, RBAC and interoperation tests have not yet run against a
+// real kube-apiserver (make kube-apiserver builds one), and client-go
+// more than doubles the binary and its resident memory.
+//
+// # Connecting
+//
+//	k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]
+//
+// Without kubeconfig the configuration is kubectl's ($KUBECONFIG, then
+// ~/.kube/config) and, in a pod without either, the pod's service account;
+// k8s:// without a namespace uses the context's or the pod's. Open asks
+// the server (SelfSubjectAccessReview) whether the user may get, list,
+// watch, create and update leases in the namespace, and refuses naming
+// what is missing; packaging/kubernetes/rbac.yaml has the Role. leaderrun
+// never deletes a Lease.
+//
+// # Objects
+//
+// A name is one Lease. A name that is a valid object name is the Lease's
+// own name, so that a client-go elector configured with the same name
+// contends for the same Lease; other names (capitals, spaces, longer than
+// 253 bytes) become a readable prefix and a hash. The spec is what
+// client-go writes: holderIdentity, leaseDurationSeconds (the TTL rounded
+// up to whole seconds), acquireTime, renewTime and leaseTransitions. The
+// annotations carry what a Lease has no field for: leaderrun/token (the
+// fencing token), leaderrun/holder (the last holder, also once released),
+// leaderrun/state (JSON: released, step-down request and reservation,
+// Where, candidates). Leases leaderrun wrote are labelled
+// app.kubernetes.io/managed-by=leaderrun.
+//
+// A group (--partitions) is one Lease of its own, whose leaderrun/group
+// annotation holds the number of partitions, the members' expiries and
+// every partition's record, so that a member's renewal round is one
+// update whatever the number of partitions. Partitions are not Leases of
+// their own, and client-go electors cannot share them.
+//
+// # Atomicity and clock
+//
+// Every operation reads the Lease, decides, and updates it with the
+// resourceVersion it read (optimistic concurrency): the update fails with a
+// conflict when anyone wrote in between, and the operation reads and
+// decides again. Renewals first try the Lease as the handle last wrote it,
+// which saves the read when nobody else wrote.
+//
+// Expiry is judged by the API server's clock, read from the Date header of
+// every response (see serverClock): a holder writes renewTime no earlier
+// than the server's time when it sent the update, and a follower takes a
+// Lease over only once the server's clock has surely passed renewTime plus
+// the lease duration. Tokens are max(last token + 1, the server's clock in
+// milliseconds), so they grow even when a Lease is deleted.
+//
+// # Followers
+//
+// Each handle watches the namespace's Leases with a client-go informer,
+// started by its first Wait; a change of a Lease wakes its waiters, which
+// compare the informer's copy with what they saw.
+//
+// # client-go's electors
+//
+// A Lease whose holder is not leaderrun (a client-go elector under the
+// same name) is respected: leaderrun takes it only once its holder is
+// empty (client-go's release) or the Lease has stayed unchanged for its
+// lease duration, as measured on the local clock from when this handle
+// first saw it so — the rule client-go's own electors follow, so that a
+// holder that renews is never overtaken whatever its clock says. Step-down
+// of such a holder is refused. client-go's electors respect leaderrun's
+// tenure the same way: leaderrun renews by updating renewTime, which they
+// observe; a released name has an empty holderIdentity, which they take
+// at once.
+package kubernetes

@@ -1,0 +1,78 @@
+//go:build kubernetes
+
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/leaderrun/leaderrun/internal/kubetest"
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+// admin returns a client of the shared server with every permission.
+func admin(t testing.TB) (*kubetest.Server, kubernetes.Interface) {
+	t.Helper()
+	srv := kubetest.Shared(t)
+	c, err := kubernetes.NewForConfig(&rest.Config{
+		Host: srv.URL, BearerToken: kubetest.AdminToken,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+// namespace creates a namespace of the test's own.
+func namespace(t testing.TB, c kubernetes.Interface) string {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	ns := "lrtest-" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// openAs opens a store on namespace ns as the user of token.
+func openAs(t testing.TB, srv *kubetest.Server, token, ns string) (*Store, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return Open(ctx, "k8s://"+ns+"?kubeconfig="+srv.Kubeconfig(t, token, ""))
+}
+
+func mustOpen(t testing.TB, srv *kubetest.Server, token, ns string) *Store {
+	t.Helper()
+	s, err := openAs(t, srv, token, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var _ lease.Store = (*Store)(nil)
+
+func adminToken() string { return kubetest.AdminToken }

@@ -1,0 +1,207 @@
+//go:build kubernetes
+
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+func init() {
+	lease.Register("k8s", func(ctx context.Context, dsn string, _ lease.OpenOptions) (lease.Store, error) {
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	})
+}
+
+// Verbs is what leaderrun does with Leases in its namespace, and so what
+// its Role must grant. It never deletes a Lease.
+var Verbs = []string{"get", "list", "watch", "create", "update"}
+
+// config is a parsed DSN.
+type config struct {
+	namespace  string // empty: the kubeconfig context's, or the pod's
+	kubeconfig string // empty: $KUBECONFIG, ~/.kube/config, or in-cluster
+	context    string
+}
+
+// parseDSN parses k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]. A DSN
+// with user information is not echoed: it may hold a password.
+func parseDSN(dsn string) (config, error) {
+	var c config
+	u, err := url.Parse(dsn)
+	if err == nil && u.User != nil {
+		return c, fmt.Errorf("DSN k8s://…@…: user information is not taken (it is not shown, as it may hold a password): credentials come from the kubeconfig or the pod's service account")
+	}
+	if err != nil || u.Scheme != "k8s" || u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.Fragment != "" {
+		return c, fmt.Errorf("DSN %q: want k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]", dsn)
+	}
+	c.namespace = u.Host
+	if c.namespace != "" {
+		if errs := validation.IsDNS1123Label(c.namespace); len(errs) > 0 {
+			return c, fmt.Errorf("DSN %q: namespace %q: %s", dsn, c.namespace, strings.Join(errs, "; "))
+		}
+	}
+	for k, v := range u.Query() {
+		if len(v) != 1 {
+			return c, fmt.Errorf("DSN %q: parameter %q given %d times", dsn, k, len(v))
+		}
+		switch k {
+		case "kubeconfig":
+			c.kubeconfig = v[0]
+		case "context":
+			c.context = v[0]
+		default:
+			return c, fmt.Errorf("DSN %q: unknown parameter %q (known: kubeconfig, context)", dsn, k)
+		}
+	}
+	return c, nil
+}
+
+// Open connects to the API server that dsn's configuration names:
+//
+//	k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]
+//
+// Without kubeconfig, the configuration is kubectl's ($KUBECONFIG, then
+// ~/.kube/config), and in a pod without either, the pod's service account.
+// Without NAMESPACE (k8s://), the context's namespace or the pod's is used.
+// Open reads the server's clock (see serverClock) and asks the server
+// whether the user may do what leaderrun does with Leases (Verbs). A
+// malformed DSN, a kubeconfig that cannot be read, refused credentials and
+// a missing permission are errors that wrap lease.ErrRefused; an
+// unreachable server is a plain error, which a retry may fix.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	c, err := parseDSN(dsn)
+	if err != nil {
+		return nil, lease.Refused(fmt.Errorf("open kubernetes store: %w", err))
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.kubeconfig != "" {
+		if _, err := os.Stat(c.kubeconfig); err != nil {
+			return nil, lease.Refused(fmt.Errorf("open kubernetes store: kubeconfig: %w", err))
+		}
+		rules.ExplicitPath = c.kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", dsn, err))
+	}
+	if c.namespace == "" {
+		if c.namespace, _, err = loader.Namespace(); err != nil {
+			return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: namespace: %w", dsn, err))
+		}
+	}
+	cfg.UserAgent = "leaderrun"
+	// Client-side limits far above what leaderrun sends (a few requests
+	// per lease duration), but for Open's calibration.
+	cfg.QPS, cfg.Burst = 100, 200
+	clock := clockFor(cfg.Host)
+	cfg.Wrap(clock.wrap)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
+	}
+	s := newStore(client, c.namespace, clock, fmt.Sprintf("k8s://%s (%s)", c.namespace, redactHost(cfg.Host)))
+	if err := clock.calibrate(ctx, client.Discovery().RESTClient()); err != nil {
+		return nil, s.apiError("open kubernetes store "+s.describe, err)
+	}
+	if err := s.checkAccess(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(client kubernetes.Interface, namespace string, clock *serverClock, describe string) *Store {
+	return &Store{
+		describe:  describe,
+		namespace: namespace,
+		client:    client,
+		clock:     clock,
+		written:   map[string]*writtenLease{},
+		observed:  map[string]observation{},
+		changed:   map[string]chan struct{}{},
+		closed:    make(chan struct{}),
+		stop:      make(chan struct{}),
+	}
+}
+
+// redactHost is the server's URL without anything but scheme, host and
+// path.
+func redactHost(host string) string {
+	u, err := url.Parse(host)
+	if err != nil {
+		return "server"
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String()
+}
+
+// checkAccess asks the server whether the user may use Leases as leaderrun
+// does, and refuses naming every verb it may not. Where the server does
+// not answer the question (it refuses SelfSubjectAccessReviews), the first
+// real request tells.
+func (s *Store) checkAccess(ctx context.Context) error {
+	var (
+		mu      sync.Mutex
+		missing []string
+		failed  error
+		wg      sync.WaitGroup
+	)
+	for _, verb := range Verbs {
+		wg.Go(func() {
+			review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authzv1.ResourceAttributes{
+					Namespace: s.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases",
+				},
+			}}
+			got, err := s.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				failed = err
+			case !got.Status.Allowed:
+				missing = append(missing, verb)
+			}
+		})
+	}
+	wg.Wait()
+	if len(missing) > 0 {
+		ordered := make([]string, 0, len(missing))
+		for _, v := range Verbs {
+			for _, m := range missing {
+				if v == m {
+					ordered = append(ordered, v)
+				}
+			}
+		}
+		return lease.Refused(fmt.Errorf("open kubernetes store %s: the user may not %s leases (coordination.k8s.io) in namespace %q: "+
+			"leaderrun needs a Role with verbs %s on leases there, bound to its service account (see packaging/kubernetes/rbac.yaml)",
+			s.describe, strings.Join(ordered, ", "), s.namespace, strings.Join(Verbs, ", ")))
+	}
+	if failed != nil && !isForbidden(failed) {
+		if errors.Is(s.apiError("", failed), lease.ErrRefused) {
+			return s.apiError("open kubernetes store "+s.describe, failed)
+		}
+		// Unreachable since calibration: a plain error, retried.
+		return fmt.Errorf("open kubernetes store %s: %w", s.describe, failed)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+//go:build kubernetes
+
+package kubernetes
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leaderrun/leaderrun/lease"
+)
+
+// rec is one lease's state: a name's, kept in its Lease's spec and
+// annotations, or a partition's, kept in its group's Lease. Times are the
+// server's, in microseconds since the Unix epoch, as a Lease's MicroTime.
+type rec struct {
+	Holder     string           `json:"holder,omitempty"`
+	Token      int64            `json:"token,omitempty"`
+	AcquiredUS int64            `json:"acquired,omitempty"`
+	RenewedUS  int64            `json:"renewed,omitempty"`
+	TTLMS      int64            `json:"ttlMs,omitempty"`
+	Released   bool             `json:"released,omitempty"`
+	StepDown   bool             `json:"stepDown,omitempty"`
+	Successor  string           `json:"successor,omitempty"`
+	Excluded   string           `json:"excluded,omitempty"`
+	ReservedUS int64            `json:"reservedUntil,omitempty"`
+	Where      string           `json:"where,omitempty"`
+	Candidates map[string]int64 `json:"candidates,omitempty"` // identity → seen until
+
+	// foreign marks a Lease held under a name by something other than
+	// leaderrun (a client-go elector): Token is then made up from its
+	// acquireTime, and prev is the last token leaderrun granted there.
+	foreign bool
+	prev    int64
+	// heldUntilUS, when set, is the earliest a foreign holder's Lease is
+	// free: its holder is taken to renew it until the Lease has stayed
+	// unchanged for a lease duration, as client-go's electors judge it.
+	heldUntilUS int64
+}
+
+func us(t time.Time) int64        { return t.UnixMicro() }
+func fromUS(v int64) time.Time    { return time.UnixMicro(v) }
+func (r *rec) ttl() time.Duration { return time.Duration(r.TTLMS) * time.Millisecond }
+
+// expiresUS is when the lease ends by the server's clock.
+func (r *rec) expiresUS() int64 {
+	return max(r.RenewedUS+r.TTLMS*1000, r.heldUntilUS)
+}
+
+// view is the record as of the server time lo, the earliest the server's
+// clock may read: Remaining and Reserved are the longest they may be.
+func (r *rec) view(name string, lo time.Time) lease.Record {
+	out := lease.Record{
+		Name:      name,
+		Holder:    r.Holder,
+		Token:     r.Token,
+		Acquired:  fromUS(r.AcquiredUS),
+		Renewed:   fromUS(r.RenewedUS),
+		Expires:   fromUS(r.expiresUS()),
+		Released:  r.Released,
+		StepDown:  r.StepDown,
+		Successor: r.Successor,
+		Excluded:  r.Excluded,
+		Where:     r.Where,
+	}
+	out.Remaining = out.Expires.Sub(lo)
+	if r.ReservedUS != 0 {
+		out.Reserved = fromUS(r.ReservedUS).Sub(lo)
+	}
+	return out
+}
+
+// heldBy reports whether holder holds the lease with token at the server
+// time hi, the latest the server's clock may read: a holder's lease ends
+// as early as it may.
+func (r *rec) heldBy(holder string, token int64, hi time.Time) bool {
+	return r != nil && !r.foreign && !r.Released && r.Holder == holder && r.Token == token &&
+		us(hi) < r.expiresUS()
+}
+
+// see records holder as a candidate until until; it reports whether that
+// changed what is stored (a candidate seen recently is not written again).
+func (r *rec) see(holder string, until time.Time, ttl time.Duration) bool {
+	if r.Candidates[holder] > us(until.Add(-ttl)) {
+		return false
+	}
+	if r.Candidates == nil {
+		r.Candidates = map[string]int64{}
+	}
+	r.Candidates[holder] = us(until)
+	return true
+}
+
+// liveCandidates are r's candidates still seen at lo, less holder.
+func (r *rec) liveCandidates(lo time.Time, holder string) map[string]int64 {
+	var out map[string]int64
+	for id, until := range r.Candidates {
+		if until > us(lo) && id != holder {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[id] = until
+		}
+	}
+	return out
+}
+
+// nameState is what a name's Lease keeps in its state annotation: the
+// record less what its spec and the token and holder annotations hold.
+func (r *rec) nameState() rec {
+	s := *r
+	s.Holder, s.Token, s.AcquiredUS, s.RenewedUS, s.TTLMS = "", 0, 0, 0, 0
+	return s
+}
+
+// decodeName reads a name's record from its Lease.
+func decodeName(l *coordv1.Lease) (*rec, error) {
+	var r rec
+	if s := l.Annotations[annState]; s != "" {
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			return nil, fmt.Errorf("lease %s: annotation %s: %w", l.Name, annState, err)
+		}
+	}
+	token, _ := strconv.ParseInt(l.Annotations[annToken], 10, 64)
+	holder := l.Annotations[annHolder]
+	spec := l.Spec
+	specHolder := ""
+	if spec.HolderIdentity != nil {
+		specHolder = *spec.HolderIdentity
+	}
+	if spec.AcquireTime != nil {
+		r.AcquiredUS = us(spec.AcquireTime.Time)
+	}
+	if spec.RenewTime != nil {
+		r.RenewedUS = us(spec.RenewTime.Time)
+	}
+	if spec.LeaseDurationSeconds != nil {
+		r.TTLMS = int64(*spec.LeaseDurationSeconds) * 1000
+	}
+	ours := token > 0 && holder != "" && (specHolder == holder || (specHolder == "" && r.Released))
+	if ours {
+		r.Holder, r.Token = holder, token
+		return &r, nil
+	}
+	// Someone else's Lease, or one edited by hand: its spec decides.
+	r = rec{
+		Holder: specHolder, AcquiredUS: r.AcquiredUS, RenewedUS: r.RenewedUS, TTLMS: r.TTLMS,
+		Released: specHolder == "", Candidates: r.Candidates,
+		foreign: true, prev: token,
+	}
+	r.Token = max(1, r.AcquiredUS/1000)
+	return &r, nil
+}
+
+// encodeName writes r into l, a name's Lease: transitions counts a change
+// of holder, as client-go's electors count it. A foreign record only
+// updates the candidates.
+func encodeName(l *coordv1.Lease, name string, r *rec) {
+	setMeta(l, kindName, name)
+	if !r.foreign {
+		holder := r.Holder
+		if r.Released {
+			holder = "" // free for client-go's electors too
+		}
+		secs := int32(min((r.TTLMS+999)/1000, 1<<30))
+		acq, ren := metav1.NewMicroTime(fromUS(r.AcquiredUS)), metav1.NewMicroTime(fromUS(r.RenewedUS))
+		l.Spec.HolderIdentity = &holder
+		l.Spec.LeaseDurationSeconds = &secs
+		l.Spec.AcquireTime, l.Spec.RenewTime = &acq, &ren
+		l.Annotations[annToken] = strconv.FormatInt(r.Token, 10)
+		l.Annotations[annHolder] = r.Holder
+	}
+	state := r.nameState()
+	if r.foreign {
+		state = rec{Candidates: r.Candidates}
+	}
+	b, _ := json.Marshal(state)
+	l.Annotations[annState] = string(b)
+}
+
+func setMeta(l *coordv1.Lease, kind, name string) {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[labelManagedBy] = managedBy
+	l.Labels[labelKind] = kind
+	l.Annotations[annName] = name
+}
+
+// groupState is a group's Lease: its number of partitions (zero until
+// the first Join, when a partition was acquired before), its members'
+// expiries, and its partitions' records.
+type groupState struct {
+	Partitions int              `json:"partitions,omitempty"`
+	Members    map[string]int64 `json:"members,omitempty"` // identity → expires, µs
+	Leases     map[int]*rec     `json:"leases,omitempty"`
+}
+
+func decodeGroup(l *coordv1.Lease) (*groupState, error) {
+	var g groupState
+	if err := json.Unmarshal([]byte(l.Annotations[annGroup]), &g); err != nil {
+		return nil, fmt.Errorf("lease %s: annotation %s: %w", l.Name, annGroup, err)
+	}
+	return &g, nil
+}
+
+// encodeGroup writes g into l, dropping members that expired a while ago.
+func encodeGroup(l *coordv1.Lease, group string, g *groupState, lo time.Time) {
+	setMeta(l, kindGroup, group)
+	for id, exp := range g.Members {
+		if exp < us(lo.Add(-time.Minute)) {
+			delete(g.Members, id)
+		}
+	}
+	b, _ := json.Marshal(g)
+	l.Annotations[annGroup] = string(b)
+}
+
+// view is the group as of the server time lo.
+func (g *groupState) view(group string, lo time.Time) lease.Group {
+	out := lease.Group{Name: group, Partitions: g.Partitions, Leases: make([]lease.Record, g.Partitions)}
+	for _, id := range slices.Sorted(maps.Keys(g.Members)) {
+		if exp := g.Members[id]; exp > us(lo) {
+			out.Members = append(out.Members, lease.Member{Identity: id, Remaining: fromUS(exp).Sub(lo)})
+		}
+	}
+	for p := range out.Leases {
+		key := lease.PartitionKey(group, p)
+		if r := g.Leases[p]; r != nil {
+			out.Leases[p] = r.view(key, lo)
+		} else {
+			out.Leases[p] = lease.Record{Name: key}
+		}
+	}
+	return out
+}
