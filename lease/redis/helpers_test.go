@@ -72,6 +72,7 @@ func harness(t *testing.T, serverURL string) leasetest.Harness {
 				t.Fatal(err)
 			}
 		},
+		Listening: func(t *testing.T, s lease.Store, name string) { subscribed(t, s.(*Store), name) },
 	}
 }
 
