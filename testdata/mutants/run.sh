@@ -6,6 +6,16 @@
 # caught: the patch must be rewritten. Patches are applied and reverted with git apply (no *.orig
 # files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
 #
+# --ci (make mutants-ci, run by .ci/run): every patch must apply and pass
+# `go vet ./...` (every package, its tests included) with it applied; only
+# those whose header says "# ci: run" also run their catching tests, the
+# others ("# ci: apply-only") are reverted once they compiled.
+#
+# Either way each patch needs a "# caught-by:" line, a "# ci:" line, and a
+# row of its own in README.md's mutants table whose last column repeats its
+# CI mode; the table has no row without a patch. A patch that lacks any of
+# these is BROKEN: a new mutant comes with its documentation.
+#
 # The tests run with TMPDIR and GOTMPDIR set to a directory of this run's own.
 # After each mutant, the processes left over from it — those started since
 # this run began whose executable or working directory lies in that directory
@@ -14,6 +24,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 only=${MUTANTS:-}
+ci=false
+case "${1:-}" in
+--ci) ci=true ;;
+"") ;;
+*)
+	echo "usage: $0 [--ci]" >&2
+	exit 2
+	;;
+esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX") || exit 1
 logs=$tmp/logs
 mkdir -p "$logs" "$tmp/t"
@@ -68,15 +87,49 @@ for p in testdata/mutants/*.patch; do
 	fi
 done
 
-caught=0 survived=0 broken=0
+# mutantRows prints "name mode" for each row of README.md's mutants table:
+# the table whose header begins "| mutant |", rows
+# "| `name` | promise | caught by | mode |".
+mutantRows() {
+	awk -F'|' '
+		/^\| mutant \|/ { in_table = 1; next }
+		in_table && !/^\|/ { exit }
+		in_table && $2 ~ /`/ {
+			name = $2; gsub(/^ +`|` +$/, "", name)
+			mode = $(NF - 1); gsub(/^ +| +$/, "", mode)
+			print name, mode
+		}
+	' README.md
+}
+rows=$(mutantRows)
+
+caught=0 survived=0 broken=0 compiled=0
+# Rows of the README's table without a patch: the table says what runs.
+for row in $(echo "$rows" | cut -d' ' -f1); do
+	if [ ! -f "testdata/mutants/$row.patch" ]; then
+		printf '%-36s BROKEN   (a row in README.md'"'"'s mutants table, but no testdata/mutants/%s.patch)\n' "$row" "$row"
+		broken=$((broken + 1))
+	fi
+done
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
 	if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
 	what=$(sed -n 's/^# what: //p' "$p")
 	cmd=$(sed -n 's/^# caught-by: //p' "$p")
+	mode=$(sed -n 's/^# ci: //p' "$p")
 	log=$logs/$name.log
 	if [ -z "$cmd" ]; then
 		printf '%-36s BROKEN   (no "# caught-by:" line)\n' "$name"
+		broken=$((broken + 1))
+		continue
+	fi
+	if [ "$mode" != run ] && [ "$mode" != apply-only ]; then
+		printf '%-36s BROKEN   (no "# ci: run" or "# ci: apply-only" line)\n' "$name"
+		broken=$((broken + 1))
+		continue
+	fi
+	if ! grep -qxF "$name $mode" <<<"$rows"; then
+		printf '%-36s BROKEN   (README.md'"'"'s mutants table needs a row "| `%s` | promise | caught by | %s |")\n' "$name" "$name" "$mode"
 		broken=$((broken + 1))
 		continue
 	fi
@@ -85,14 +138,28 @@ for p in testdata/mutants/*.patch; do
 		broken=$((broken + 1))
 		continue
 	fi
+	start=$(date +%s)
 	git apply "$p" && applied=$p
-	# The mutant must compile: every package, and the tests of the
-	# packages it changes (built, not run).
-	dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
-	if ! { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; } >"$log" 2>&1; then
+	# The mutant must compile: in CI every package with its tests (go
+	# vet); otherwise every package, and the tests of the packages it
+	# changes (built, not run).
+	if $ci; then
+		check() { go vet ./...; }
+	else
+		dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
+		check() { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; }
+	fi
+	if ! check >"$log" 2>&1; then
 		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 		restore
+		continue
+	fi
+	built=$(($(date +%s) - start))
+	if $ci && [ "$mode" = apply-only ]; then
+		restore
+		printf '%-36s compiles       (build %ss; ci: apply-only)\n' "$name" "$built"
+		compiled=$((compiled + 1))
 		continue
 	fi
 	start=$(date +%s)
@@ -104,14 +171,18 @@ for p in testdata/mutants/*.patch; do
 		printf '%-36s BROKEN   (tests do not build; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 	elif [ "$rc" -eq 0 ]; then
-		printf '%-36s SURVIVED %3ss  %s\n' "$name" "$took" "$what"
+		printf '%-36s SURVIVED %3ss  (build %ss) %s\n' "$name" "$took" "$built" "$what"
 		survived=$((survived + 1))
 	else
-		printf '%-36s caught   %3ss  %s\n' "$name" "$took" "$what"
+		printf '%-36s caught   %3ss  (build %ss) %s\n' "$name" "$took" "$built" "$what"
 		grep -E '^\s*--- FAIL' "$log" | head -5 | sed 's/^\s*/      /'
 		caught=$((caught + 1))
 	fi
 	killLeftovers
 done
-echo "mutants: $caught caught, $survived survived, $broken broken (logs in $logs)"
+if $ci; then
+	echo "mutants: $caught caught, $compiled compiled (apply-only), $survived survived, $broken broken (logs in $logs)"
+else
+	echo "mutants: $caught caught, $survived survived, $broken broken (logs in $logs)"
+fi
 [ "$survived" -eq 0 ] && [ "$broken" -eq 0 ]
