@@ -61,16 +61,23 @@ func (s namedReleases) Release(ctx context.Context, name, holder string, token i
 // slowChild is a partition's command that takes a second to exit on its
 // stop signal, as a command that finishes its work first does.
 type slowChild struct {
-	p    int
-	ev   *events
-	done chan struct{}
-	once sync.Once
+	p     int
+	token int64 // its LEADERRUN_TOKEN
+	ev    *events
+	done  chan struct{}
+	once  sync.Once
 }
 
 func (c *slowChild) Pid() int                    { return 2000 + c.p }
 func (c *slowChild) Done() <-chan struct{}       { return c.done }
 func (c *slowChild) Signal(syscall.Signal) error { return nil }
 func (c *slowChild) Stop() supervise.Status      { return c.StopWith(syscall.SIGTERM) }
+
+// exit makes the command exit on its own, with status 1.
+func (c *slowChild) exit() {
+	c.ev.add("exited %s", lease.PartitionKey("ingest", c.p))
+	c.once.Do(func() { close(c.done) })
+}
 
 func (c *slowChild) StopWith(sig syscall.Signal) supervise.Status {
 	time.Sleep(time.Second)
@@ -86,49 +93,110 @@ func (c *slowChild) StopWith(sig syscall.Signal) supervise.Status {
 func TestPartitionHandOffStopsCommandBeforeRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 4
-		ev := &events{}
-		m := &leasetest.Memory{}
-		rc := runConfig{Config: config.Config{Name: "ingest", Partitions: n, Timing: testTiming(),
-			RestartDelay: time.Second, Command: []string{"cmd"}}, StopSignal: syscall.SIGTERM}
-		pr := newPartitioned(newReplica(rc, "a", slog.New(slog.DiscardHandler)))
-		pr.dsn = testDSN(t, func() lease.Store { return namedReleases{Memory: m.Handle(), ev: ev} })
-		pr.start = func(spec supervise.Spec) (child, error) {
-			p, err := strconv.Atoi(envValue(spec.Env, "LEADERRUN_PARTITION"))
-			if err != nil {
-				t.Errorf("command started without LEADERRUN_PARTITION: %v", err)
-			}
-			ev.add("started %s", lease.PartitionKey("ingest", p))
-			return &slowChild{p: p, ev: ev, done: make(chan struct{})}, nil
-		}
-		start := time.Now()
-		pr.clock = func() time.Duration { return time.Since(start) }
-		errc := make(chan error, 1)
-		go func() { errc <- pr.run() }()
+		rp := startPartitioned(t, n)
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
-		if got := count(ev.list(), "started "); got != n {
-			t.Fatalf("alone, replica a started %d commands, want %d; events %q", got, n, ev.list())
+		if got := count(rp.ev.list(), "started "); got != n {
+			t.Fatalf("alone, replica a started %d commands, want %d; events %q", got, n, rp.ev.list())
 		}
 
 		// b joins: a hands it its share.
-		if _, err := m.Join(context.Background(), "ingest", n, "b", time.Hour); err != nil {
+		if _, err := rp.m.Join(context.Background(), "ingest", n, "b", time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
-		if got := count(ev.list(), "released "); got == 0 {
-			t.Fatalf("replica a handed nothing off to b; events %q", ev.list())
+		if got := count(rp.ev.list(), "released "); got == 0 {
+			t.Fatalf("replica a handed nothing off to b; events %q", rp.ev.list())
 		}
-		wantStoppedBeforeReleased(t, ev)
+		wantStoppedBeforeReleased(t, rp.ev)
 
-		pr.stop(syscall.SIGTERM)
-		select {
-		case <-errc:
-		case <-time.After(time.Hour):
-			t.Fatal("the partitioned replica did not end on a stop")
-		}
-		wantStoppedBeforeReleased(t, ev)
+		rp.end()
+		wantStoppedBeforeReleased(t, rp.ev)
 	})
+}
+
+// TestPartitionRestartGetsANewerToken: fencing tokens strictly increase
+// per partition. A partition's command that exits on its own is started
+// again only under a new tenure, whose token is above the last one's, so
+// that what it writes can fence out what the old command wrote.
+func TestPartitionRestartGetsANewerToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rp := startPartitioned(t, 1)
+		first := rp.next()
+		first.exit()
+		second := rp.next()
+		if second.token <= first.token {
+			t.Errorf("partition 0's command started again with token %d, want above its previous %d; events %q",
+				second.token, first.token, rp.ev.list())
+		}
+		rp.end()
+	})
+}
+
+// partitionedReplica is a partitioned replica "a" of group "ingest" under
+// test.
+type partitionedReplica struct {
+	t       *testing.T
+	pr      *partitioned
+	m       *leasetest.Memory
+	ev      *events
+	started chan *slowChild
+	errc    chan error
+}
+
+// startPartitioned runs replica "a" of group "ingest" of n partitions.
+func startPartitioned(t *testing.T, n int) *partitionedReplica {
+	rp := &partitionedReplica{t: t, m: &leasetest.Memory{}, ev: &events{},
+		started: make(chan *slowChild, n), errc: make(chan error, 1)}
+	rc := runConfig{Config: config.Config{Name: "ingest", Partitions: n, Timing: testTiming(),
+		RestartDelay: time.Second, Command: []string{"cmd"}}, StopSignal: syscall.SIGTERM}
+	rp.pr = newPartitioned(newReplica(rc, "a", slog.New(slog.DiscardHandler)))
+	rp.pr.dsn = testDSN(t, func() lease.Store { return namedReleases{Memory: rp.m.Handle(), ev: rp.ev} })
+	rp.pr.start = func(spec supervise.Spec) (child, error) {
+		p, err := strconv.Atoi(envValue(spec.Env, "LEADERRUN_PARTITION"))
+		if err != nil {
+			t.Errorf("command started without LEADERRUN_PARTITION: %v", err)
+		}
+		token, err := strconv.ParseInt(envValue(spec.Env, "LEADERRUN_TOKEN"), 10, 64)
+		if err != nil {
+			t.Errorf("command started without LEADERRUN_TOKEN: %v", err)
+		}
+		rp.ev.add("started %s token=%d", lease.PartitionKey("ingest", p), token)
+		c := &slowChild{p: p, token: token, ev: rp.ev, done: make(chan struct{})}
+		select {
+		case rp.started <- c:
+		default: // nobody waits for it
+		}
+		return c, nil
+	}
+	start := time.Now()
+	rp.pr.clock = func() time.Duration { return time.Since(start) }
+	go func() { rp.errc <- rp.pr.run() }()
+	return rp
+}
+
+// next returns the next command started, failing after a minute.
+func (rp *partitionedReplica) next() *slowChild {
+	rp.t.Helper()
+	select {
+	case c := <-rp.started:
+		return c
+	case <-time.After(time.Minute):
+		rp.t.Fatalf("no command started within a minute; events %q", rp.ev.list())
+		return nil
+	}
+}
+
+// end stops the replica and waits for its run to return.
+func (rp *partitionedReplica) end() {
+	rp.t.Helper()
+	rp.pr.stop(syscall.SIGTERM)
+	select {
+	case <-rp.errc:
+	case <-time.After(time.Hour):
+		rp.t.Fatal("the partitioned replica did not end on a stop")
+	}
 }
 
 // wantStoppedBeforeReleased fails unless every partition released had its
