@@ -7,9 +7,9 @@
 # files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
 #
 # --ci (make mutants-ci, run by .ci/run): every patch must apply and pass
-# `go vet ./...` (every package, its tests included) with it applied; only
-# those whose header says "# ci: run" also run their catching tests, the
-# others ("# ci: apply-only") are reverted once they compiled.
+# `go vet ./...` (every package, its tests included) with it applied (in
+# batches, below); only those whose header says "# ci: run" also run their
+# catching tests, the others ("# ci: apply-only") are only compiled.
 #
 # Either way each patch needs a "# caught-by:" line, a "# ci:" line, and a
 # row of its own in README.md's mutants table whose last column repeats its
@@ -37,12 +37,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX") || exit 1
 logs=$tmp/logs
 mkdir -p "$logs" "$tmp/t"
 
-applied=""
+# applied lists the patches applied to the checkout, last first.
+applied=()
+apply() { git apply "$1" && applied=("$1" "${applied[@]}"); }
 restore() {
-	if [ -n "$applied" ]; then
-		git apply -R "$applied" || echo "run.sh: could not revert $applied; the checkout is dirty" >&2
-	fi
-	applied=""
+	local p
+	for p in "${applied[@]}"; do
+		git apply -R "$p" || echo "run.sh: could not revert $p; the checkout is dirty" >&2
+	done
+	applied=()
 }
 
 # startTime prints the start time of process $1 (clock ticks after boot,
@@ -111,57 +114,102 @@ for row in $(echo "$rows" | cut -d' ' -f1); do
 		broken=$((broken + 1))
 	fi
 done
+
+# Each patch: its header, its README row, and that it applies.
+patches=()
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
 	if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+	mode=$(sed -n 's/^# ci: //p' "$p")
+	log=$logs/$name.log
+	if [ -z "$(sed -n 's/^# caught-by: //p' "$p")" ]; then
+		printf '%-36s BROKEN   (no "# caught-by:" line)\n' "$name"
+	elif [ "$mode" != run ] && [ "$mode" != apply-only ]; then
+		printf '%-36s BROKEN   (no "# ci: run" or "# ci: apply-only" line)\n' "$name"
+	elif ! grep -qxF "$name $mode" <<<"$rows"; then
+		printf '%-36s BROKEN   (README.md'"'"'s mutants table needs a row "| `%s` | promise | caught by | %s |")\n' "$name" "$name" "$mode"
+	elif ! git apply --check "$p" >"$log" 2>&1; then
+		printf '%-36s BROKEN   (does not apply any more; see %s)\n' "$name" "$log"
+	else
+		patches+=("$p")
+		continue
+	fi
+	broken=$((broken + 1))
+done
+
+# vetAlone applies patch $1 alone and runs go vet ./... (every package,
+# its tests included); it reports whether that compiled, leaving the patch
+# applied when it did.
+vetAlone() {
+	local name
+	name=$(basename "$1" .patch)
+	apply "$1" || return 1
+	if ! go vet ./... >"$logs/$name.log" 2>&1; then
+		restore
+		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$logs/$name.log"
+		broken=$((broken + 1))
+		return 1
+	fi
+}
+
+# In CI, the patches compile in batches: as many as apply on top of each
+# other, vetted at once (one go vet ./... costs as much for ten patches as
+# for one). A batch that does not compile is vetted patch by patch, to
+# name the broken one. The tests run below, each patch alone.
+vetted=()
+if $ci; then
+	rest=("${patches[@]}")
+	while [ "${#rest[@]}" -gt 0 ]; do
+		start=$(date +%s)
+		batch=() next=()
+		for p in "${rest[@]}"; do
+			if git apply --check "$p" 2>/dev/null && apply "$p"; then
+				batch+=("$p")
+			else
+				next+=("$p")
+			fi
+		done
+		if go vet ./... >"$logs/batch.log" 2>&1; then
+			restore
+			vetted+=("${batch[@]}")
+		else
+			restore
+			for p in "${batch[@]}"; do
+				vetAlone "$p" && restore && vetted+=("$p")
+			done
+		fi
+		echo "    (${#batch[@]} patches compiled together in $(($(date +%s) - start))s)"
+		rest=("${next[@]}")
+	done
+	for p in "${vetted[@]}"; do
+		if [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then
+			printf '%-36s compiles (ci: apply-only)\n' "$(basename "$p" .patch)"
+			compiled=$((compiled + 1))
+		fi
+	done
+else
+	vetted=("${patches[@]}")
+fi
+
+for p in "${vetted[@]}"; do
+	name=$(basename "$p" .patch)
 	what=$(sed -n 's/^# what: //p' "$p")
 	cmd=$(sed -n 's/^# caught-by: //p' "$p")
 	mode=$(sed -n 's/^# ci: //p' "$p")
 	log=$logs/$name.log
-	if [ -z "$cmd" ]; then
-		printf '%-36s BROKEN   (no "# caught-by:" line)\n' "$name"
-		broken=$((broken + 1))
-		continue
-	fi
-	if [ "$mode" != run ] && [ "$mode" != apply-only ]; then
-		printf '%-36s BROKEN   (no "# ci: run" or "# ci: apply-only" line)\n' "$name"
-		broken=$((broken + 1))
-		continue
-	fi
-	if ! grep -qxF "$name $mode" <<<"$rows"; then
-		printf '%-36s BROKEN   (README.md'"'"'s mutants table needs a row "| `%s` | promise | caught by | %s |")\n' "$name" "$name" "$mode"
-		broken=$((broken + 1))
-		continue
-	fi
-	if ! git apply --check "$p" >"$log" 2>&1; then
-		printf '%-36s BROKEN   (does not apply any more; see %s)\n' "$name" "$log"
-		broken=$((broken + 1))
-		continue
-	fi
+	if $ci && [ "$mode" = apply-only ]; then continue; fi
 	start=$(date +%s)
-	git apply "$p" && applied=$p
-	# The mutant must compile: in CI every package with its tests (go
-	# vet); otherwise every package, and the tests of the packages it
-	# changes (built, not run).
-	if $ci; then
-		check() { go vet ./...; }
-	else
-		dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
-		check() { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; }
-	fi
-	if ! check >"$log" 2>&1; then
+	apply "$p"
+	# Outside CI the mutant must compile here: every package, and the
+	# tests of the packages it changes (built, not run).
+	dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
+	if ! $ci && ! { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; } >"$log" 2>&1; then
 		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 		restore
 		continue
 	fi
 	built=$(($(date +%s) - start))
-	if $ci && [ "$mode" = apply-only ]; then
-		restore
-		printf '%-36s compiles       (build %ss; ci: apply-only)\n' "$name" "$built"
-		compiled=$((compiled + 1))
-		continue
-	fi
 	start=$(date +%s)
 	TMPDIR=$tmp/t GOTMPDIR=$tmp/t bash -c "$cmd" >"$log" 2>&1
 	rc=$?
