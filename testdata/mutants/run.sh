@@ -209,7 +209,8 @@ for p in "${vetted[@]}"; do
 		restore
 		continue
 	fi
-	built=$(($(date +%s) - start))
+	built=" (build $(($(date +%s) - start))s)"
+	$ci && built="" # compiled above, in a batch
 	start=$(date +%s)
 	TMPDIR=$tmp/t GOTMPDIR=$tmp/t bash -c "$cmd" >"$log" 2>&1
 	rc=$?
@@ -219,10 +220,10 @@ for p in "${vetted[@]}"; do
 		printf '%-36s BROKEN   (tests do not build; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 	elif [ "$rc" -eq 0 ]; then
-		printf '%-36s SURVIVED %3ss  (build %ss) %s\n' "$name" "$took" "$built" "$what"
+		printf '%-36s SURVIVED %3ss%s  %s\n' "$name" "$took" "$built" "$what"
 		survived=$((survived + 1))
 	else
-		printf '%-36s caught   %3ss  (build %ss) %s\n' "$name" "$took" "$built" "$what"
+		printf '%-36s caught   %3ss%s  %s\n' "$name" "$took" "$built" "$what"
 		grep -E '^\s*--- FAIL' "$log" | head -5 | sed 's/^\s*/      /'
 		caught=$((caught + 1))
 	fi
