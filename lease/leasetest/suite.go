@@ -515,7 +515,7 @@ func wantSeenAtOnce(t *testing.T, what string, wait func() error) {
 		t.Fatalf("%s: %v", what, err)
 	}
 	if lag := time.Since(start); lag > waitTimeout/2 {
-		t.Errorf("%s returned after %v, want at once (it waited for a notification instead of reading)", what, lag)
+		t.Fatalf("%s returned after %v, want at once (it waited for a notification instead of reading)", what, lag)
 	}
 }
 
