@@ -181,8 +181,8 @@ if $ci; then
 		echo "    (${#batch[@]} patches compiled together in $(($(date +%s) - start))s)"
 		rest=("${next[@]}")
 	done
-	for p in "${vetted[@]}"; do
-		if [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then
+	for p in "${patches[@]}"; do
+		if [[ " ${vetted[*]} " == *" $p "* ]] && [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then
 			printf '%-36s compiles (ci: apply-only)\n' "$(basename "$p" .patch)"
 			compiled=$((compiled + 1))
 		fi
@@ -191,7 +191,10 @@ else
 	vetted=("${patches[@]}")
 fi
 
-for p in "${vetted[@]}"; do
+declare -A compiles
+for p in "${vetted[@]}"; do compiles[$p]=1; done
+for p in "${patches[@]}"; do # in name order
+	[ -n "${compiles[$p]:-}" ] || continue
 	name=$(basename "$p" .patch)
 	what=$(sed -n 's/^# what: //p' "$p")
 	cmd=$(sed -n 's/^# caught-by: //p' "$p")
