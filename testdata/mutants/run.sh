@@ -6,10 +6,11 @@
 # caught: the patch must be rewritten. Patches are applied and reverted with git apply (no *.orig
 # files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
 #
-# --ci (make mutants-ci, run by .ci/run): every patch must apply and pass
-# `go vet ./...` (every package, its tests included) with it applied (in
-# batches, below); only those whose header says "# ci: run" also run their
-# catching tests, the others ("# ci: apply-only") are only compiled.
+# Every patch must apply and pass `go vet ./...` (every package, its tests
+# included) with it applied (in batches, below). With --ci (make
+# mutants-ci, run by .ci/run) only those whose header says "# ci: run" then
+# run their catching tests; the others ("# ci: apply-only") are only
+# compiled.
 #
 # Either way each patch needs a "# caught-by:" line, a "# ci:" line, and a
 # row of its own in README.md's mutants table whose last column repeats its
@@ -152,44 +153,41 @@ vetAlone() {
 	fi
 }
 
-# In CI, the patches compile in batches: as many as apply on top of each
-# other, vetted at once (one go vet ./... costs as much for ten patches as
-# for one). A batch that does not compile is vetted patch by patch, to
-# name the broken one. The tests run below, each patch alone.
+# The patches compile in batches: as many as apply on top of each other,
+# vetted at once (one go vet ./... costs about as much for twenty patches
+# as for one: what a patch changes is rebuilt with all that depends on it).
+# A batch that does not compile is vetted patch by patch, to name the
+# broken one. The tests run below, each patch alone.
 vetted=()
-if $ci; then
-	rest=("${patches[@]}")
-	while [ "${#rest[@]}" -gt 0 ]; do
-		start=$(date +%s)
-		batch=() next=()
-		for p in "${rest[@]}"; do
-			if git apply --check "$p" 2>/dev/null && apply "$p"; then
-				batch+=("$p")
-			else
-				next+=("$p")
-			fi
-		done
-		if go vet ./... >"$logs/batch.log" 2>&1; then
-			restore
-			vetted+=("${batch[@]}")
+rest=("${patches[@]}")
+while [ "${#rest[@]}" -gt 0 ]; do
+	start=$(date +%s)
+	batch=() next=()
+	for p in "${rest[@]}"; do
+		if git apply --check "$p" 2>/dev/null && apply "$p"; then
+			batch+=("$p")
 		else
-			restore
-			for p in "${batch[@]}"; do
-				vetAlone "$p" && restore && vetted+=("$p")
-			done
-		fi
-		echo "    (${#batch[@]} patches compiled together in $(($(date +%s) - start))s)"
-		rest=("${next[@]}")
-	done
-	for p in "${patches[@]}"; do
-		if [[ " ${vetted[*]} " == *" $p "* ]] && [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then
-			printf '%-36s compiles (ci: apply-only)\n' "$(basename "$p" .patch)"
-			compiled=$((compiled + 1))
+			next+=("$p")
 		fi
 	done
-else
-	vetted=("${patches[@]}")
-fi
+	if go vet ./... >"$logs/batch.log" 2>&1; then
+		restore
+		vetted+=("${batch[@]}")
+	else
+		restore
+		for p in "${batch[@]}"; do
+			vetAlone "$p" && restore && vetted+=("$p")
+		done
+	fi
+	echo "    (${#batch[@]} patches compiled together in $(($(date +%s) - start))s)"
+	rest=("${next[@]}")
+done
+$ci && for p in "${patches[@]}"; do
+	if [[ " ${vetted[*]} " == *" $p "* ]] && [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then
+		printf '%-36s compiles (ci: apply-only)\n' "$(basename "$p" .patch)"
+		compiled=$((compiled + 1))
+	fi
+done
 
 declare -A compiles
 for p in "${vetted[@]}"; do compiles[$p]=1; done
@@ -201,19 +199,7 @@ for p in "${patches[@]}"; do # in name order
 	mode=$(sed -n 's/^# ci: //p' "$p")
 	log=$logs/$name.log
 	if $ci && [ "$mode" = apply-only ]; then continue; fi
-	start=$(date +%s)
 	apply "$p"
-	# Outside CI the mutant must compile here: every package, and the
-	# tests of the packages it changes (built, not run).
-	dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
-	if ! $ci && ! { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; } >"$log" 2>&1; then
-		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$log"
-		broken=$((broken + 1))
-		restore
-		continue
-	fi
-	built=" (build $(($(date +%s) - start))s)"
-	$ci && built="" # compiled above, in a batch
 	start=$(date +%s)
 	TMPDIR=$tmp/t GOTMPDIR=$tmp/t bash -c "$cmd" >"$log" 2>&1
 	rc=$?
@@ -223,10 +209,10 @@ for p in "${patches[@]}"; do # in name order
 		printf '%-36s BROKEN   (tests do not build; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 	elif [ "$rc" -eq 0 ]; then
-		printf '%-36s SURVIVED %3ss%s  %s\n' "$name" "$took" "$built" "$what"
+		printf '%-36s SURVIVED %3ss  %s\n' "$name" "$took" "$what"
 		survived=$((survived + 1))
 	else
-		printf '%-36s caught   %3ss%s  %s\n' "$name" "$took" "$built" "$what"
+		printf '%-36s caught   %3ss  %s\n' "$name" "$took" "$what"
 		grep -E '^\s*--- FAIL' "$log" | head -5 | sed 's/^\s*/      /'
 		caught=$((caught + 1))
 	fi
