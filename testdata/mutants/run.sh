@@ -49,15 +49,19 @@ restore() {
 	applied=()
 }
 
-# startTime prints the start time of process $1 (clock ticks after boot,
-# field 22 of /proc/PID/stat), or nothing when it has exited.
+# startTime sets st to the start time of process $1 (clock ticks after
+# boot, field 22 of /proc/PID/stat), or to nothing when it has exited. It
+# forks nothing: it runs for every process on the machine after each
+# mutant.
 startTime() {
 	local stat
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	st=""
+	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 0
 	set -- ${stat##*) } # from field 3 (state) on: the command name may hold spaces
-	echo "${20}"
+	st=${20}
 }
-started=$(startTime $$)
+startTime $$
+started=$st
 
 # killLeftovers kills, by pid, the processes started after this run whose
 # executable or working directory lies in this run's temporary directory.
@@ -68,7 +72,7 @@ killLeftovers() {
 	for d in /proc/[0-9]*; do
 		pid=${d#/proc/}
 		[ "$pid" = $$ ] && continue
-		st=$(startTime "$pid")
+		startTime "$pid"
 		[ -n "$st" ] && [ "$st" -ge "$started" ] || continue
 		where="$(readlink "$d/exe" 2>/dev/null) $(readlink "$d/cwd" 2>/dev/null)"
 		case "$where" in
