@@ -4,7 +4,7 @@ GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
 TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
-.PHONY: build test vet mutants kube-apiserver
+.PHONY: build test vet mutants mutants-ci kube-apiserver
 
 # The version a built binary reports: the git description of the checkout.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -36,6 +36,11 @@ test: vet
 	$(GO) test $(TESTFLAGS) ./chaos
 	GORACE=atexit_sleep_ms=0 $(GO) test $(TESTFLAGS) -race ./lease/... ./supervise/... ./signals/... ./config/... ./cmd/...
 
-# Deliberate bugs the tests must catch (testdata/mutants); not part of CI.
+# Deliberate bugs the tests must catch (testdata/mutants): every one run.
 mutants:
 	bash testdata/mutants/run.sh
+
+# CI's part of it: every patch applies and compiles, those marked
+# "# ci: run" are caught (README.md, "Deliberate bugs").
+mutants-ci:
+	bash testdata/mutants/run.sh --ci

@@ -31,6 +31,10 @@ type Harness struct {
 	// it nil for a store without a network: the suite then makes a
 	// handle from Open answer one Acquire late itself.
 	Delaying func(t *testing.T) (s lease.Store, delay func(holder string, d time.Duration), pass func())
+	// Listening, for a store with a notification channel, returns once a
+	// change of name made now would be notified to a waiter of s's:
+	// the channel is up, with such a waiter. Nil: the store has none.
+	Listening func(t *testing.T, s lease.Store, name string)
 }
 
 // Run runs the conformance suite. newHarness is called once per subtest and
@@ -466,34 +470,65 @@ func wantWoken(t *testing.T, woke <-chan time.Time, changed time.Time) {
 
 func testReleaseBeforeWait(t *testing.T, h Harness) {
 	a, b := open(t, h), open(t, h)
-	// b has waited a while and been woken before, as a follower has:
-	// whatever wake-up channel b keeps is up and running, so only the
-	// comparison with seen can notice the release below.
+	// b has waited and been woken before, as a follower has: whatever
+	// wake-up channel b keeps is up and running, so only the comparison
+	// with seen can notice the changes below.
 	woke := waitInBackground(t, b, "warm-up", lease.Record{})
-	time.Sleep(300 * time.Millisecond)
+	h.listening(t, b, "warm-up")
 	warmed := time.Now()
 	mustAcquire(t, a, "warm-up", "a", ttl)
 	wantWoken(t, woke, warmed)
 	rec := mustAcquire(t, a, "n", "a", ttl)
 	seen := refusedBy(t, b, "n", "b")
 	// The release lands between the follower's refused Acquire and its
-	// Wait: Wait must see that the name changed since seen, at once.
-	mustRelease(t, a, rec)
-	start := time.Now()
-	if err := b.Wait(ctx(t), "n", seen, waitTimeout); err != nil {
-		t.Fatalf("Wait: %v", err)
-	}
-	if lag := time.Since(start); lag > wakeLimit {
-		t.Errorf("Wait after an earlier release returned after %v, want at once", lag)
-	}
+	// Wait: Wait must see that the name changed since seen. Another
+	// waiter of b's takes the release's notification first, so that
+	// none is still on its way when Wait begins.
+	h.changeNotified(t, b, "n", seen, func() { mustRelease(t, a, rec) })
+	wantSeenAtOnce(t, "Wait after an earlier release", func() error { return b.Wait(ctx(t), "n", seen, waitTimeout) })
 	// The same for a name that did not exist when seen.
-	start = time.Now()
-	mustAcquire(t, a, "fresh", "a", ttl)
-	if err := b.Wait(ctx(t), "fresh", lease.Record{}, waitTimeout); err != nil {
-		t.Fatalf("Wait: %v", err)
+	h.changeNotified(t, b, "fresh", lease.Record{}, func() { mustAcquire(t, a, "fresh", "a", ttl) })
+	wantSeenAtOnce(t, "Wait from absent on a name acquired since", func() error {
+		return b.Wait(ctx(t), "fresh", lease.Record{}, waitTimeout)
+	})
+}
+
+// listening returns once a change of name would be notified to a waiter
+// of s's (Harness.Listening). Without a notification channel it returns
+// at once: the waiter's first read is all there is to wait for.
+func (h Harness) listening(t *testing.T, s lease.Store, name string) {
+	t.Helper()
+	if h.Listening != nil {
+		h.Listening(t, s, name)
 	}
-	if lag := time.Since(start); lag > wakeLimit {
-		t.Errorf("Wait from absent on a name acquired since returned after %v, want at once", lag)
+}
+
+// changeNotified makes change while a waiter of s's waits on name from
+// seen, and returns once that waiter has returned: a notification of the
+// change, if s has a channel, has come and gone.
+func (h Harness) changeNotified(t *testing.T, s lease.Store, name string, seen lease.Record, change func()) {
+	t.Helper()
+	woke := waitInBackground(t, s, name, seen)
+	h.listening(t, s, name)
+	change()
+	select {
+	case <-woke:
+	case <-time.After(waitTimeout + 5*time.Second):
+		t.Fatalf("a waiter on %q was not woken by the change", name)
+	}
+}
+
+// wantSeenAtOnce runs wait, a Wait of waitTimeout that must see a change
+// made before it: it must return well before that timeout, which it sleeps
+// out when it looks for nothing but the next notification.
+func wantSeenAtOnce(t *testing.T, what string, wait func() error) {
+	t.Helper()
+	start := time.Now()
+	if err := wait(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if lag := time.Since(start); lag > waitTimeout/2 {
+		t.Fatalf("%s returned after %v, want at once (it waited for a notification instead of reading)", what, lag)
 	}
 }
 

@@ -39,7 +39,9 @@ func TestConformance(t *testing.T) {
 	serverDSN(t)
 	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
 		dsn, schema := newSchema(t)
-		return harness(t, dsn, schema)
+		h := harness(t, dsn, schema)
+		h.Listening = func(t *testing.T, s lease.Store, name string) { listening(t, s.(*Store), name) }
+		return h
 	})
 }
 

@@ -95,6 +95,7 @@ func harness(t *testing.T, serverURL string) leasetest.Harness {
 			}
 			return s, p.DelayAfter, p.Pass
 		},
+		Listening: func(t *testing.T, s lease.Store, name string) { subscribed(t, s.(*Store), name) },
 	}
 }
 

@@ -6,6 +6,17 @@
 # caught: the patch must be rewritten. Patches are applied and reverted with git apply (no *.orig
 # files), also on Ctrl-C. Usage: make mutants [MUTANTS=name,name].
 #
+# Every patch must apply and pass `go vet ./...` (every package, its tests
+# included) with it applied (in batches, below). With --ci (make
+# mutants-ci, run by .ci/run) only those whose header says "# ci: run" then
+# run their catching tests; the others ("# ci: apply-only") are only
+# compiled.
+#
+# Either way each patch needs a "# caught-by:" line, a "# ci:" line, and a
+# row of its own in README.md's mutants table whose last column repeats its
+# CI mode; the table has no row without a patch. A patch that lacks any of
+# these is BROKEN: a new mutant comes with its documentation.
+#
 # The tests run with TMPDIR and GOTMPDIR set to a directory of this run's own.
 # After each mutant, the processes left over from it — those started since
 # this run began whose executable or working directory lies in that directory
@@ -14,27 +25,43 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 only=${MUTANTS:-}
+ci=false
+case "${1:-}" in
+--ci) ci=true ;;
+"") ;;
+*)
+	echo "usage: $0 [--ci]" >&2
+	exit 2
+	;;
+esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX") || exit 1
 logs=$tmp/logs
 mkdir -p "$logs" "$tmp/t"
 
-applied=""
+# applied lists the patches applied to the checkout, last first.
+applied=()
+apply() { git apply "$1" && applied=("$1" "${applied[@]}"); }
 restore() {
-	if [ -n "$applied" ]; then
-		git apply -R "$applied" || echo "run.sh: could not revert $applied; the checkout is dirty" >&2
-	fi
-	applied=""
+	local p
+	for p in "${applied[@]}"; do
+		git apply -R "$p" || echo "run.sh: could not revert $p; the checkout is dirty" >&2
+	done
+	applied=()
 }
 
-# startTime prints the start time of process $1 (clock ticks after boot,
-# field 22 of /proc/PID/stat), or nothing when it has exited.
+# startTime sets st to the start time of process $1 (clock ticks after
+# boot, field 22 of /proc/PID/stat), or to nothing when it has exited. It
+# forks nothing: it runs for every process on the machine after each
+# mutant.
 startTime() {
 	local stat
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	st=""
+	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 0
 	set -- ${stat##*) } # from field 3 (state) on: the command name may hold spaces
-	echo "${20}"
+	st=${20}
 }
-started=$(startTime $$)
+startTime $$
+started=$st
 
 # killLeftovers kills, by pid, the processes started after this run whose
 # executable or working directory lies in this run's temporary directory.
@@ -45,7 +72,7 @@ killLeftovers() {
 	for d in /proc/[0-9]*; do
 		pid=${d#/proc/}
 		[ "$pid" = $$ ] && continue
-		st=$(startTime "$pid")
+		startTime "$pid"
 		[ -n "$st" ] && [ "$st" -ge "$started" ] || continue
 		where="$(readlink "$d/exe" 2>/dev/null) $(readlink "$d/cwd" 2>/dev/null)"
 		case "$where" in
@@ -68,33 +95,115 @@ for p in testdata/mutants/*.patch; do
 	fi
 done
 
-caught=0 survived=0 broken=0
+# mutantRows prints "name mode" for each row of README.md's mutants table:
+# the table whose header begins "| mutant |", rows
+# "| `name` | promise | caught by | mode |".
+mutantRows() {
+	awk -F'|' '
+		/^\| mutant \|/ { in_table = 1; next }
+		in_table && !/^\|/ { exit }
+		in_table && $2 ~ /`/ {
+			name = $2; gsub(/^ +`|` +$/, "", name)
+			mode = $(NF - 1); gsub(/^ +| +$/, "", mode)
+			print name, mode
+		}
+	' README.md
+}
+rows=$(mutantRows)
+
+caught=0 survived=0 broken=0 compiled=0
+# Rows of the README's table without a patch: the table says what runs.
+for row in $(echo "$rows" | cut -d' ' -f1); do
+	if [ ! -f "testdata/mutants/$row.patch" ]; then
+		printf '%-36s BROKEN   (a row in README.md'"'"'s mutants table, but no testdata/mutants/%s.patch)\n' "$row" "$row"
+		broken=$((broken + 1))
+	fi
+done
+
+# Each patch: its header, its README row, and that it applies.
+patches=()
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
 	if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+	mode=$(sed -n 's/^# ci: //p' "$p")
+	log=$logs/$name.log
+	if [ -z "$(sed -n 's/^# caught-by: //p' "$p")" ]; then
+		printf '%-36s BROKEN   (no "# caught-by:" line)\n' "$name"
+	elif [ "$mode" != run ] && [ "$mode" != apply-only ]; then
+		printf '%-36s BROKEN   (no "# ci: run" or "# ci: apply-only" line)\n' "$name"
+	elif ! grep -qxF "$name $mode" <<<"$rows"; then
+		printf '%-36s BROKEN   (README.md'"'"'s mutants table needs a row "| `%s` | promise | caught by | %s |")\n' "$name" "$name" "$mode"
+	elif ! git apply --check "$p" >"$log" 2>&1; then
+		printf '%-36s BROKEN   (does not apply any more; see %s)\n' "$name" "$log"
+	else
+		patches+=("$p")
+		continue
+	fi
+	broken=$((broken + 1))
+done
+
+# vetAlone applies patch $1 alone and runs go vet ./... (every package,
+# its tests included); it reports whether that compiled, leaving the patch
+# applied when it did.
+vetAlone() {
+	local name
+	name=$(basename "$1" .patch)
+	apply "$1" || return 1
+	if ! go vet ./... >"$logs/$name.log" 2>&1; then
+		restore
+		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$logs/$name.log"
+		broken=$((broken + 1))
+		return 1
+	fi
+}
+
+# The patches compile in batches: as many as apply on top of each other,
+# vetted at once (one go vet ./... costs about as much for twenty patches
+# as for one: what a patch changes is rebuilt with all that depends on it).
+# A batch that does not compile is vetted patch by patch, to name the
+# broken one. The tests run below, each patch alone.
+vetted=()
+rest=("${patches[@]}")
+while [ "${#rest[@]}" -gt 0 ]; do
+	start=$(date +%s)
+	batch=() next=()
+	for p in "${rest[@]}"; do
+		if git apply --check "$p" 2>/dev/null && apply "$p"; then
+			batch+=("$p")
+		else
+			next+=("$p")
+		fi
+	done
+	if go vet ./... >"$logs/batch.log" 2>&1; then
+		restore
+		vetted+=("${batch[@]}")
+	else
+		restore
+		for p in "${batch[@]}"; do
+			vetAlone "$p" && restore && vetted+=("$p")
+		done
+	fi
+	echo "    (${#batch[@]} patches compiled together in $(($(date +%s) - start))s)"
+	rest=("${next[@]}")
+done
+$ci && for p in "${patches[@]}"; do
+	if [[ " ${vetted[*]} " == *" $p "* ]] && [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then
+		printf '%-36s compiles (ci: apply-only)\n' "$(basename "$p" .patch)"
+		compiled=$((compiled + 1))
+	fi
+done
+
+declare -A compiles
+for p in "${vetted[@]}"; do compiles[$p]=1; done
+for p in "${patches[@]}"; do # in name order
+	[ -n "${compiles[$p]:-}" ] || continue
+	name=$(basename "$p" .patch)
 	what=$(sed -n 's/^# what: //p' "$p")
 	cmd=$(sed -n 's/^# caught-by: //p' "$p")
+	mode=$(sed -n 's/^# ci: //p' "$p")
 	log=$logs/$name.log
-	if [ -z "$cmd" ]; then
-		printf '%-36s BROKEN   (no "# caught-by:" line)\n' "$name"
-		broken=$((broken + 1))
-		continue
-	fi
-	if ! git apply --check "$p" >"$log" 2>&1; then
-		printf '%-36s BROKEN   (does not apply any more; see %s)\n' "$name" "$log"
-		broken=$((broken + 1))
-		continue
-	fi
-	git apply "$p" && applied=$p
-	# The mutant must compile: every package, and the tests of the
-	# packages it changes (built, not run).
-	dirs=$(sed -n 's|^+++ b/\(.*\)/[^/]*$|./\1/|p; s|^+++ b/[^/]*$|./|p' "$p" | sort -u)
-	if ! { go build ./... && go test -vet=off -c -o "$tmp/t/bin/" $dirs; } >"$log" 2>&1; then
-		printf '%-36s BROKEN   (does not compile; see %s)\n' "$name" "$log"
-		broken=$((broken + 1))
-		restore
-		continue
-	fi
+	if $ci && [ "$mode" = apply-only ]; then continue; fi
+	apply "$p"
 	start=$(date +%s)
 	TMPDIR=$tmp/t GOTMPDIR=$tmp/t bash -c "$cmd" >"$log" 2>&1
 	rc=$?
@@ -113,5 +222,9 @@ for p in testdata/mutants/*.patch; do
 	fi
 	killLeftovers
 done
-echo "mutants: $caught caught, $survived survived, $broken broken (logs in $logs)"
+if $ci; then
+	echo "mutants: $caught caught, $compiled compiled (apply-only), $survived survived, $broken broken (logs in $logs)"
+else
+	echo "mutants: $caught caught, $survived survived, $broken broken (logs in $logs)"
+fi
 [ "$survived" -eq 0 ] && [ "$broken" -eq 0 ]
