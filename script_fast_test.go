@@ -15,7 +15,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/internal/procstat"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/local"
+	"github.com/leaderrun/leaderrun/samehost"
 )
 
 // TestFastStores runs the same-host fast path's scripts
@@ -58,7 +58,7 @@ func cmdForgeWhere(ts *testscript.TestScript, neg bool, args []string) {
 	cs, err := procstat.Read(command)
 	ts.Check(err)
 	// This process runs on the same boot and in the same PID namespace.
-	here, err := local.Here(command, cs.Start)
+	here, err := samehost.Here(command, cs.Start)
 	ts.Check(err)
 	here.Pid, here.Start = holder, hs.Start
 	here.ChildStart = uint64(int64(cs.Start) + delta)

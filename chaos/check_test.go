@@ -629,7 +629,7 @@ func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []store
 		// SIGTERM it releases; after a transient fault it may have lost
 		// the tenure and released.)
 		// Except after SIGKILL of a one-name leader: replicas share this
-		// host, and the same-host fast path (package local) takes the name
+		// host, and the same-host fast path (package samehost) takes the name
 		// over at once once the dead leader's tree is gone; that it was
 		// gone is the overlap check's to prove (the lock, the pids). A
 		// frozen leader (SIGSTOP) is alive: no early takeover then.

@@ -66,7 +66,7 @@ type round struct {
 	// successor may start early.
 	endedBefore bool
 	// endSignalled: the successor took the name at the old leader's end
-	// signal (package local), once the leader's command and its tree
+	// signal (package samehost), once the leader's command and its tree
 	// were gone: it may start before the old lease could expire.
 	endSignalled bool
 	// blockedStore: on SQLite, other replicas found the database locked
@@ -501,7 +501,7 @@ func tenureEndedBefore(logPath, part string, token int64, at time.Time) bool {
 }
 
 // endSignalMsg is a replica's log line for a takeover at the leader's end
-// signal (package local).
+// signal (package samehost).
 const endSignalMsg = "took over the lease at once from the leader on this host, which ended its tenure"
 
 // tookAtEndSignal reports whether a replica's log says that it took the

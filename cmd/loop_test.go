@@ -17,7 +17,7 @@ import (
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
-	"github.com/leaderrun/leaderrun/local"
+	"github.com/leaderrun/leaderrun/samehost"
 	"github.com/leaderrun/leaderrun/supervise"
 )
 
@@ -481,7 +481,7 @@ func TestLoopRecordsWhereItsCommandRuns(t *testing.T) {
 		if rec, err = lp.m.Get(context.Background(), "relay"); err != nil {
 			t.Fatal(err)
 		}
-		w, err := local.Parse(rec.Where)
+		w, err := samehost.Parse(rec.Where)
 		if err != nil {
 			t.Fatalf("the leader's record = %+v: %v", rec, err)
 		}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/local"
 	"github.com/leaderrun/leaderrun/observe"
+	"github.com/leaderrun/leaderrun/samehost"
 	"github.com/leaderrun/leaderrun/signals"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -374,7 +374,7 @@ func (l *leader) useStore(store lease.Store) {
 		Store: store, Name: rc.Name, Holder: l.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		Logger: l.log, Observe: l.report.storeCall, Clock: l.clock,
-		Prover: &local.Prover{Logger: l.log},
+		Prover: &samehost.Prover{Logger: l.log},
 	}
 }
 
@@ -472,7 +472,7 @@ const successorQuiet = 20 * time.Millisecond
 // once the end signal or this process's death says that command's tree is
 // gone (a seize on PostgreSQL took 2 ms, the command's stop about 1 ms:
 // bench/findings.md). It returns when the tenure ends.
-func (l *leader) announceStop(ten *lease.Tenure, sig *local.EndSignal) {
+func (l *leader) announceStop(ten *lease.Tenure, sig *samehost.EndSignal) {
 	if sig == nil {
 		return
 	}
@@ -506,7 +506,7 @@ func openStepDown(ten *lease.Tenure) bool {
 // the name for another: a step-down with a successor, a partition's
 // hand-off; then after it), and releases. It reports whether the name was
 // released or taken over.
-func (l *leader) handBack(ten *lease.Tenure, end tenureEnd, sig *local.EndSignal, log *slog.Logger) bool {
+func (l *leader) handBack(ten *lease.Tenure, end tenureEnd, sig *samehost.EndSignal, log *slog.Logger) bool {
 	if end.reserved && !openStepDown(ten) {
 		return l.release(ten, log, end.why, false)
 	}
@@ -608,15 +608,15 @@ func (l *leader) awaitNewer(ten *lease.Tenure, quiet, limit time.Duration, ok fu
 	}
 }
 
-// endSignal opens the tenure's end signal (package local), or returns nil:
+// endSignal opens the tenure's end signal (package samehost), or returns nil:
 // without one, a graceful hand-over reaches a follower through the store
 // only. A tenure held for --hold-at-least gets none: its name must stay
 // taken until its lease expires.
-func (l *leader) endSignal(log *slog.Logger) *local.EndSignal {
+func (l *leader) endSignal(log *slog.Logger) *samehost.EndSignal {
 	if l.cfg.HoldAtLeast > 0 {
 		return nil
 	}
-	sig, err := local.NewEndSignal()
+	sig, err := samehost.NewEndSignal()
 	if err != nil {
 		log.Debug("no end signal for followers on this host; a hand-over reaches them through the store", "err", err)
 		return nil
@@ -637,16 +637,16 @@ const annotateAfter = 20 * time.Millisecond
 
 // annotate records in the tenure's record, annotateAfter after the
 // command's start, where this process and its command c run and its end
-// signal sig (package local), so that a follower on this host can take the
+// signal sig (package samehost), so that a follower on this host can take the
 // name over at once should this process die or end the tenure; without
 // it, a crash hands the name over at the lease's expiry. It retries a
 // failed store call every renew interval, and ends with the tenure.
-func (l *leader) annotate(ten *lease.Tenure, c child, sig *local.EndSignal, log *slog.Logger) {
+func (l *leader) annotate(ten *lease.Tenure, c child, sig *samehost.EndSignal, log *slog.Logger) {
 	started, ok := c.(interface{ StartTime() uint64 })
 	if !ok {
 		return // a fake in the loop's tests
 	}
-	w, err := local.Here(c.Pid(), started.StartTime())
+	w, err := samehost.Here(c.Pid(), started.StartTime())
 	if err != nil {
 		log.Debug("cannot tell where the command runs; should this process die, the name passes at the lease's expiry", "err", err)
 		return

@@ -45,7 +45,7 @@ type Record struct {
 
 	// Where is what the holder wrote about where it runs
 	// (Store.Annotate), for a follower on the same host that may prove
-	// the holder dead (see package local). Acquisition clears it; stores
+	// the holder dead (see package samehost). Acquisition clears it; stores
 	// keep it opaque.
 	Where string
 }

@@ -64,7 +64,7 @@ func (t *Tenure) StepDownRequest() (Record, bool) {
 
 // Yield says that the holder has told a follower it may take the name
 // while what the tenure protects stops (an end signal's stopping word,
-// package local): a renewal that then finds the name taken ends the
+// package samehost): a renewal that then finds the name taken ends the
 // tenure as Abandon does, with ErrAbandoned, not as a loss. The tenure
 // renews as before until then.
 func (t *Tenure) Yield() { t.yielding.Store(true) }

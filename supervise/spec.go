@@ -47,7 +47,7 @@ type Spec struct {
 	// first thing when IsNamespaceInit reports true.
 	Namespace Namespace
 	// Proved says that the caller proved every process of the tenure
-	// before its own gone (a takeover on this host, package local): Start
+	// before its own gone (a takeover on this host, package samehost): Start
 	// then leaves what dead leaderrun processes left in their cgroups to
 	// the next Start, off the new command's way (reading /proc and the
 	// cgroup tree is not free, and nothing dead can be there).

@@ -1,7 +1,7 @@
 // Package cgroupv2 reads where processes sit in the cgroup v2 hierarchy
 // and where that hierarchy is mounted: what supervise needs to give each
 // child a cgroup of its own, and what the same-host fast path (package
-// local) needs to find a dead leader's command's cgroup.
+// samehost) needs to find a dead leader's command's cgroup.
 package cgroupv2
 
 import (

@@ -1,6 +1,6 @@
 //go:build linux
 
-package local
+package samehost
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-// Package local is leaderrun's same-host fast path: a holder records in its
+// Package samehost is leaderrun's same-host fast path: a holder records in its
 // lease where it runs (Where, written with Store.Annotate), and a follower
 // on the same host and in the same PID namespace proves the holder dead
 // (Prover) so that it may take the name over at once (Store.Seize) instead
@@ -40,4 +40,4 @@
 // the follower that claims that word takes the name while the old command
 // stops, and starts its own only after the end itself, as above.
 // docs/design.md has the full argument.
-package local
+package samehost
