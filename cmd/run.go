@@ -459,10 +459,8 @@ const successorWait = 100 * time.Millisecond
 // store alone before it first looks for the successor: a hand-off takes
 // about 10 ms, and a read sooner finds no successor yet while it competes
 // with the successor's read, acquire and start for the store's CPU (and,
-// on a shared host, for the host's). On PostgreSQL, 3 replicas on this
-// 2-core machine, the hand-off's p50 was 9.27 ms with reads at once and
-// 7.87 ms with this pause (120 hand-offs, the two kinds of leader
-// alternating).
+// on a shared host, for the host's): the pause made PostgreSQL's hand-off
+// faster in alternating benchmark runs (bench/findings.md).
 const successorQuiet = 20 * time.Millisecond
 
 // announceStop tells the followers on this host, through the tenure's end
@@ -540,9 +538,7 @@ func (l *leader) letGo(ten *lease.Tenure, end tenureEnd) {
 // on this host watches first leaves the store alone, and handOverWait how
 // long in all it waits for that follower's seize before it releases: a
 // release sent at once raced the seize for the record (and, on PostgreSQL,
-// woke every listener) while the seize had to commit. On PostgreSQL, 3
-// replicas on a 2-core machine, the seize took 3.1 ms p50 after the end
-// signal with the release racing it.
+// woke every listener) while the seize had to commit, and slowed it.
 const (
 	handOverLook = 5 * time.Millisecond
 	handOverWait = 50 * time.Millisecond
@@ -558,12 +554,12 @@ func (l *leader) handedOver(ten *lease.Tenure) bool {
 // (the record shows a newer tenure, and where its command runs), or after
 // successorWait. Until then the store's connections stay open: closing a
 // PostgreSQL connection ends a server process, which costs the server
-// 1.5-2.5 ms of CPU (OpenSSL's cleanup, unmapping its memory; perf, this
-// 2-core machine), two or three per replica. Closed at once, those landed
-// on the successor's read, its acquire and its command's start: the
-// hand-off took about 5 ms longer. It first reads after successorQuiet.
-// It returns at once when the store says nobody else campaigns for the
-// name: a lone --once run's SIGTERM took 123 ms, waiting for nobody.
+// milliseconds of CPU (OpenSSL's cleanup, unmapping its memory), two or
+// three per replica. Closed at once, those land on the successor's read,
+// its acquire and its command's start, and slow the hand-off. It first
+// reads after successorQuiet. It returns at once when the store says
+// nobody else campaigns for the name, so that a lone --once run's SIGTERM
+// does not wait for nobody.
 func (l *leader) awaitSuccessor(ten *lease.Tenure) {
 	if !l.othersCampaign() {
 		l.log.Debug("no other replica campaigns for the name; not waiting for a successor")
@@ -627,10 +623,9 @@ func (l *leader) endSignal(log *slog.Logger) *samehost.EndSignal {
 // annotateAfter is how long after its command's fork a leader records
 // where it runs. The record is a store write that wakes every follower,
 // and each reads the record back: done at the fork, that work competes
-// with the new command's exec and start for the host's CPU. In six
-// alternating runs of the benchmark's hand-off (60 each, 3 replicas on 2
-// cores), waiting 20 ms took 0.7 ms off the p50 on both SQLite and
-// PostgreSQL (lower in 5 of 6 pairs on each). Should this process die
+// with the new command's exec and start for the host's CPU, and waiting
+// made the hand-off faster in alternating benchmark runs
+// (bench/findings.md). Should this process die
 // before then, the name passes at the lease's expiry, as it would have
 // within the write's own few milliseconds.
 const annotateAfter = 20 * time.Millisecond

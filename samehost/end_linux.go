@@ -27,9 +27,8 @@ import (
 // closes it without writing, so its followers read end of file and
 // nothing else. With no store round trip, a follower that read a byte may
 // then take the name with Store.Seize, which a graceful hand-over
-// otherwise learns of only from the store (a PostgreSQL NOTIFY took 1.2 ms
-// p50 to arrive after the release was sent; 3 replicas on a 2-core
-// machine).
+// otherwise learns of only from the store, a round trip or more later
+// (a PostgreSQL NOTIFY arrives after the release has committed).
 //
 // A FIFO needs no access to the holder's process: a follower of the same
 // user opens it, while the holder's /proc/PID/fd, which this package
@@ -347,9 +346,8 @@ func (r *endReader) Close() error { return r.f.Close() }
 // on the pipe, which the kernel drops when r is closed. Of the followers
 // on a host that read the holder's word, the one that claims it seizes the
 // name and the others wait for the store to show that: two seizes in
-// flight on PostgreSQL took 1.0–1.3 ms each, one alone 0.35 ms (3 replicas
-// on a 2-core machine; the hand-off's p50 did not move measurably, as the
-// lone seize on an idle connection took 2 ms: bench/findings.md). It
+// flight contend for the same row, and each takes longer than one alone
+// (bench/findings.md). It
 // reports false only when another holds the claim; a flock that fails
 // otherwise claims nothing and reports true, as before claims existed.
 func (r *endReader) claim() bool {
