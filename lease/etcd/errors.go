@@ -2,8 +2,6 @@ package etcd
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -41,49 +39,11 @@ func hintFor(err error) string {
 	return ""
 }
 
-// storeError is an error whose text had secrets scrubbed from it. It
-// unwraps to the original error (and to lease.ErrRefused when permanent).
-type storeError struct {
-	msg   string
-	cause []error
-}
-
-func (e *storeError) Error() string   { return e.msg }
-func (e *storeError) Unwrap() []error { return e.cause }
+// errorPolicy is how this store's errors are reported (lease.ErrorPolicy).
+var errorPolicy = lease.ErrorPolicy{Permanent: permanent, Hint: hintFor}
 
 // wrapError adds op as context to err, marks it lease.ErrRefused when no
-// retry can fix it, and scrubs secrets from its text. Sentinels the caller
-// branches on (lease.ErrLost, lease.ErrNotFound, lease.ErrClosed,
-// *lease.HeldError, the step-down refusals) and nil pass through unchanged.
+// retry can fix it, and scrubs secrets from its text (lease.ErrorPolicy.Wrap).
 func wrapError(op string, err error, secrets []string) error {
-	var held *lease.HeldError
-	switch {
-	case err == nil, errors.As(err, &held):
-		return err
-	case errors.Is(err, lease.ErrLost), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNotHeld),
-		errors.Is(err, lease.ErrUnknownSuccessor), errors.Is(err, lease.ErrAlreadyLeader):
-		return err
-	}
-	msg := fmt.Sprintf("%s: %v", op, err)
-	cause := []error{err}
-	if permanent(err) || errors.Is(err, lease.ErrRefused) {
-		if hint := hintFor(err); hint != "" {
-			msg += " (" + hint + ")"
-		}
-		if !errors.Is(err, lease.ErrRefused) {
-			msg += ": " + lease.ErrRefused.Error()
-			cause = append(cause, lease.ErrRefused)
-		}
-	}
-	return &storeError{msg: scrub(strings.Join(strings.Fields(msg), " "), secrets), cause: cause}
-}
-
-// scrub removes every secret from msg.
-func scrub(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return msg
+	return errorPolicy.Wrap(op, err, secrets)
 }

@@ -218,11 +218,3 @@ func redact(s string) string {
 	scheme, _, _ := strings.Cut(s, ":")
 	return scheme + "://…"
 }
-
-// scrub removes every secret from msg.
-func scrub(msg string, secrets []string) string {
-	for _, s := range secrets {
-		msg = strings.ReplaceAll(msg, s, "xxxxx")
-	}
-	return msg
-}

@@ -4,8 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"strings"
 
 	driver "github.com/go-sql-driver/mysql"
 
@@ -84,38 +82,13 @@ func serverError(err error, numbers ...uint16) bool {
 	return false
 }
 
-// storeError is an error whose text had passwords scrubbed from it. It
-// unwraps to the original error (and to lease.ErrRefused when permanent).
-type storeError struct {
-	msg   string
-	cause []error
-}
-
-func (e *storeError) Error() string   { return e.msg }
-func (e *storeError) Unwrap() []error { return e.cause }
+// errorPolicy is how this store's errors are reported (lease.ErrorPolicy).
+var errorPolicy = lease.ErrorPolicy{Permanent: permanent, Hint: hintFor}
 
 // wrapError adds op as context to err, marks it lease.ErrRefused when no
-// retry can fix it, and scrubs secrets from its text. Sentinels the caller
-// branches on (lease.ErrLost, lease.ErrNotFound, lease.ErrClosed,
-// *lease.HeldError) and nil pass through unchanged.
+// retry can fix it, and scrubs secrets from its text (lease.ErrorPolicy.Wrap).
 func wrapError(op string, err error, secrets []string) error {
-	var held *lease.HeldError
-	if err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) ||
-		errors.Is(err, lease.ErrClosed) || errors.As(err, &held) {
-		return err
-	}
-	msg := fmt.Sprintf("%s: %v", op, err)
-	cause := []error{err}
-	if permanent(err) || errors.Is(err, lease.ErrRefused) {
-		if hint := hintFor(err); hint != "" {
-			msg += " (" + hint + ")"
-		}
-		if !errors.Is(err, lease.ErrRefused) {
-			msg += ": " + lease.ErrRefused.Error()
-			cause = append(cause, lease.ErrRefused)
-		}
-	}
-	return &storeError{msg: scrub(oneLine(msg), secrets), cause: cause}
+	return errorPolicy.Wrap(op, err, secrets)
 }
 
 // hintFor says what to do about a permanent error, where the server's
@@ -137,8 +110,4 @@ func hintFor(err error) string {
 		return "leaderrun's sessions use READ COMMITTED, which binlog_format=STATEMENT cannot log; use ROW or MIXED"
 	}
 	return ""
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -221,13 +221,3 @@ func dsnSecrets(dsn string) []string {
 	}
 	return s
 }
-
-// scrub removes every secret from msg.
-func scrub(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return msg
-}

@@ -62,41 +62,18 @@ func connUsable(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
 }
 
-// storeError is an error whose text had passwords scrubbed from it. It
-// unwraps to the original error (and to lease.ErrRefused when permanent).
-type storeError struct {
-	msg   string
-	cause []error
-}
-
-func (e *storeError) Error() string   { return e.msg }
-func (e *storeError) Unwrap() []error { return e.cause }
+// errorPolicy is how this store's errors are reported (lease.ErrorPolicy).
+var errorPolicy = lease.ErrorPolicy{Permanent: permanent, Hint: hintFor}
 
 // wrapError adds op as context to err, marks it lease.ErrRefused when no
-// retry can fix it, and scrubs secrets from its text. Sentinels the caller
-// branches on (lease.ErrLost, lease.ErrNotFound, *lease.HeldError) and nil
-// pass through unchanged.
+// retry can fix it, and scrubs secrets from its text (lease.ErrorPolicy.Wrap).
+// A statement that gave up at lock_timeout reports lease.ErrLocked.
 func wrapError(op string, err error, secrets []string) error {
-	var held *lease.HeldError
-	if err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.As(err, &held) {
-		return err
-	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: lock_timeout passed
-		return fmt.Errorf("%s: %w (%s)", op, lease.ErrLocked, pgErr.Message)
+		return fmt.Errorf("%s: %w (%s)", op, lease.ErrLocked, lease.Scrub(pgErr.Message, secrets))
 	}
-	msg := fmt.Sprintf("%s: %v", op, err)
-	cause := []error{err}
-	if permanent(err) || errors.Is(err, lease.ErrRefused) {
-		if hint := hintFor(err); hint != "" {
-			msg += " (" + hint + ")"
-		}
-		if !errors.Is(err, lease.ErrRefused) {
-			msg += ": " + lease.ErrRefused.Error()
-			cause = append(cause, lease.ErrRefused)
-		}
-	}
-	return &storeError{msg: scrub(oneLine(msg), secrets), cause: cause}
+	return errorPolicy.Wrap(op, err, secrets)
 }
 
 // hintFor says what to do about a permanent error, where that is not
@@ -115,8 +92,4 @@ func hintFor(err error) string {
 		return "the lease's token is at the largest value a bigint holds: the record was tampered with; delete it, and tokens go on from the clock"
 	}
 	return ""
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -21,32 +20,14 @@ import (
 // notifications sent in between are lost. With leaderrun_listen=off it
 // always polls.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
-	return s.waitFor(ctx, name, timeout, func(ctx context.Context) (bool, error) {
-		cur, err := s.Get(ctx, name)
-		if errors.Is(err, lease.ErrNotFound) {
-			cur, err = lease.Record{}, nil
-		}
-		return err == nil && !lease.SameTenure(cur, seen), err
-	})
+	return lease.AwaitTenure(ctx, s.waitFor, s.Get, name, seen, timeout)
 }
 
 // WaitGroup is Wait for a whole group: a notification for the group (a
 // member joined or left) or for one of its partitions wakes it, and it
 // compares with lease.SameGroup.
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
-	var changed lease.Group
-	err := s.waitFor(ctx, group, timeout, func(ctx context.Context) (bool, error) {
-		cur, err := s.GetGroup(ctx, group)
-		if errors.Is(err, lease.ErrNotFound) {
-			cur, err = lease.Group{}, nil
-		}
-		if err != nil || lease.SameGroup(cur, seen) {
-			return false, err
-		}
-		changed = cur
-		return true, nil
-	})
-	return changed, err
+	return lease.AwaitGroup(ctx, s.waitFor, s.GetGroup, group, seen, timeout)
 }
 
 // waitFor waits on key's notifications until changed reports a change

@@ -153,15 +153,3 @@ func dsnSecrets(dsn string) []string {
 	}
 	return s
 }
-
-// scrub removes every secret from msg.
-func scrub(msg string, secrets []string) string {
-	// Longest first, so that a secret containing another goes whole.
-	sorted := slices.SortedFunc(slices.Values(secrets), func(a, b string) int { return len(b) - len(a) })
-	for _, s := range sorted {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return msg
-}

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"testing"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 func TestSplitDSN(t *testing.T) {
@@ -47,6 +49,6 @@ func TestRedact(t *testing.T) {
 
 func TestScrub(t *testing.T) {
 	dsn := "redis://u:p@ss:w/rd" + secret + "@h/0"
-	msg := scrub("cannot use p@ss:w/rd"+secret+" nor p@ss:w/rd"+secret, dsnSecrets(dsn))
+	msg := lease.Scrub("cannot use p@ss:w/rd"+secret+" nor p@ss:w/rd"+secret, dsnSecrets(dsn))
 	wantNoSecret(t, "scrubbed message", msg)
 }

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -43,40 +42,11 @@ func hintFor(err error) string {
 	return ""
 }
 
-// storeError is an error whose text had passwords scrubbed from it. It
-// unwraps to the original error (and to lease.ErrRefused when permanent).
-type storeError struct {
-	msg   string
-	cause []error
-}
-
-func (e *storeError) Error() string   { return e.msg }
-func (e *storeError) Unwrap() []error { return e.cause }
+// errorPolicy is how this store's errors are reported (lease.ErrorPolicy).
+var errorPolicy = lease.ErrorPolicy{Permanent: permanent, Hint: hintFor}
 
 // wrapError adds op as context to err, marks it lease.ErrRefused when no
-// retry can fix it, and scrubs secrets from its text. Sentinels the caller
-// branches on (lease.ErrLost, lease.ErrNotFound, lease.ErrClosed,
-// *lease.HeldError) and nil pass through unchanged.
+// retry can fix it, and scrubs secrets from its text (lease.ErrorPolicy.Wrap).
 func wrapError(op string, err error, secrets []string) error {
-	var held *lease.HeldError
-	if err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) ||
-		errors.Is(err, lease.ErrClosed) || errors.As(err, &held) {
-		return err
-	}
-	msg := fmt.Sprintf("%s: %v", op, err)
-	cause := []error{err}
-	if permanent(err) || errors.Is(err, lease.ErrRefused) {
-		if hint := hintFor(err); hint != "" {
-			msg += " (" + hint + ")"
-		}
-		if !errors.Is(err, lease.ErrRefused) {
-			msg += ": " + lease.ErrRefused.Error()
-			cause = append(cause, lease.ErrRefused)
-		}
-	}
-	return &storeError{msg: scrub(oneLine(msg), secrets), cause: cause}
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return errorPolicy.Wrap(op, err, secrets)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -24,38 +23,21 @@ const pollInterval = 25 * time.Millisecond
 // error ends Wait early with nil, a spurious wake-up; the caller's next
 // operation reports the error.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
-	return s.waitFor(ctx, timeout, func() (bool, error) {
-		cur, err := s.Get(ctx, name)
-		if errors.Is(err, lease.ErrNotFound) {
-			cur, err = lease.Record{}, nil
-		}
-		return err == nil && !lease.SameTenure(cur, seen), err
-	})
+	return lease.AwaitTenure(ctx, s.waitFor, s.Get, name, seen, timeout)
 }
 
 // WaitGroup implements lease.Store as Wait does, comparing the whole group
 // (lease.SameGroup).
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
-	var changed lease.Group
-	err := s.waitFor(ctx, timeout, func() (bool, error) {
-		cur, err := s.GetGroup(ctx, group)
-		if errors.Is(err, lease.ErrNotFound) {
-			cur, err = lease.Group{}, nil
-		}
-		if err != nil || lease.SameGroup(cur, seen) {
-			return false, err
-		}
-		changed = cur
-		return true, nil
-	})
-	return changed, err
+	return lease.AwaitGroup(ctx, s.waitFor, s.GetGroup, group, seen, timeout)
 }
 
 // waitFor returns nil once changed reports a change or an error, or at
 // timeout; ctx's error when ctx ends; lease.ErrClosed when the store is
 // closed. It calls changed first with the wake-up watch already in place,
-// and again after every wake-up.
-func (s *Store) waitFor(ctx context.Context, timeout time.Duration, changed func() (bool, error)) error {
+// and again after every wake-up. It is a lease.WaitFunc; the key goes
+// unused, as every change to the database wakes every waiter.
+func (s *Store) waitFor(ctx context.Context, _ string, timeout time.Duration, changed func(context.Context) (bool, error)) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	next, done := s.current().watch.subscribe()
@@ -64,7 +46,7 @@ func (s *Store) waitFor(ctx context.Context, timeout time.Duration, changed func
 		// Take the next channel before reading, so that a change after
 		// the read closes it.
 		ch := next()
-		moved, err := changed()
+		moved, err := changed(ctx)
 		switch {
 		case s.check() != nil:
 			return lease.ErrClosed
