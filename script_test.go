@@ -175,9 +175,16 @@ func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re := regexp.MustCompile(args[0])
 	path := ts.MkAbs(args[1])
+	var data []byte
 	waitFor(ts, fmt.Sprintf("%q in %s", args[0], args[1]), func() bool {
-		data, _ := os.ReadFile(path)
+		data, _ = os.ReadFile(path)
 		return re.Match(data)
+	}, func() {
+		// What the file held instead: a log that says what happened.
+		if len(data) > 8<<10 {
+			data = data[len(data)-8<<10:]
+		}
+		ts.Logf("%s ends:\n%s", args[1], data)
 	})
 }
 
@@ -223,10 +230,15 @@ func cmdTokenGT(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-func waitFor(ts *testscript.TestScript, what string, ok func() bool) {
+// waitFor polls ok until it holds, or fails the script after waitLimit,
+// first calling onTimeout (to log what was seen instead).
+func waitFor(ts *testscript.TestScript, what string, ok func() bool, onTimeout ...func()) {
 	deadline := time.Now().Add(waitLimit)
 	for !ok() {
 		if time.Now().After(deadline) {
+			for _, f := range onTimeout {
+				f()
+			}
 			ts.Fatalf("timed out after %v waiting for %s", waitLimit, what)
 		}
 		time.Sleep(10 * time.Millisecond)
