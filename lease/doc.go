@@ -77,5 +77,26 @@
 //
 // Package leasetest has the conformance suite (leasetest.Run) that checks
 // all of this against a real server, and an in-memory store to model a new
-// one on.
+// one on. ErrorPolicy, Scrub, AwaitTenure and AwaitGroup hold what every
+// store would otherwise write again: error wrapping, keeping secrets out
+// of messages, and the compare-after-wake-up body of Wait.
+//
+// # Why Store is one interface
+//
+// Store has sixteen methods where client-go's lock has six. They were
+// weighed against optional interfaces discovered by type assertion (a
+// store without groups, without step-down, without Annotate) and kept
+// together, for three reasons. Every method is needed by a feature that
+// every store offers: partitions (Join, RenewMember, Leave, GetGroup,
+// WaitGroup), planned hand-over (RequestStepDown), the same-host fast path
+// (Annotate, Seize) and the operator commands (Get, List). A store without
+// one of them would make a flag fail at run time on that store only, which
+// the flat interface turns into a compile error and a conformance failure.
+// And the methods share one record and one token rule: RequestStepDown's
+// reservation changes what Acquire and Seize grant, a group's partitions
+// are ordinary leases, so the conformance suite checks them together, and
+// splitting the interface would not split the work of writing a store.
+// Optional interfaces are kept for what a store may lack without any
+// feature changing its promise: CandidateReader only lets a stopping
+// leader skip a wait for a successor, and a store without it waits.
 package lease
