@@ -267,29 +267,37 @@ var pgLogLine = regexp.MustCompile(`\[(\d+)\] \S+@(\S+) LOG:  (?:statement|execu
 // window's end (the log is read a little later) are not told apart: the
 // count can exceed the window's by the statements of a second or so.
 func pgLoggedStatements(path string, off int64, db string, backends map[string]string) (map[string]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(off, 0); err != nil {
-		return nil, err
-	}
 	out := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		m := pgLogLine.FindStringSubmatch(sc.Text())
+	err := eachLine(path, off, func(line string) {
+		m := pgLogLine.FindStringSubmatch(line)
 		if m == nil || m[2] != db {
-			continue
+			return
 		}
 		who := backends[m[1]]
 		if who == "" {
 			who = "backend " + m[1]
 		}
 		out[who+": "+stmtKind(m[3])]++
+	})
+	return out, err
+}
+
+// eachLine calls f with each line of the file at path from offset off on.
+func eachLine(path string, off int64, f func(line string)) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	return out, sc.Err()
+	defer file.Close()
+	if _, err := file.Seek(off, 0); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		f(sc.Text())
+	}
+	return sc.Err()
 }
 
 // stmtKind is a statement's first words, enough to tell the store's
@@ -508,33 +516,23 @@ var mysqlLogLine = regexp.MustCompile(`^(?:\d{6}\s+[\d:]+)?\s+(\d+) (Query|Execu
 // mysqlLoggedStatements counts the general log's commands from offset on,
 // by replica (thread id) and kind; the admin connection's are left out.
 func mysqlLoggedStatements(path string, off int64, threads map[string]string) (map[string]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(off, 0); err != nil {
-		return nil, err
-	}
 	out := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		m := mysqlLogLine.FindStringSubmatch(sc.Text())
+	err := eachLine(path, off, func(line string) {
+		m := mysqlLogLine.FindStringSubmatch(line)
 		if m == nil {
-			continue
+			return
 		}
 		who := threads[m[1]]
 		if who == "" {
-			continue // the admin's connection, or one gone
+			return // the admin's connection, or one gone
 		}
 		kind := m[2]
 		if m[3] != "" {
 			kind += " " + stmtKind(m[3])
 		}
 		out[who+": "+kind]++
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }
 
 func (b *bench) redisServerLoad(ctx context.Context, window time.Duration) *serverLoad {
