@@ -144,6 +144,18 @@ var ErrLocked = errors.New("the lease is locked by an open transaction in the st
 // Close ended.
 var ErrClosed = errors.New("store closed")
 
+// IfClosed returns ErrClosed once closed is closed, and nil before: the
+// check a store makes before each operation, given the channel its Close
+// closes.
+func IfClosed(closed <-chan struct{}) error {
+	select {
+	case <-closed:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
 // ErrRefused marks a store error that retrying is not expected to fix: a
 // malformed DSN, a missing privilege, a read-only store, a schema it cannot
 // use. At startup such an error ends leaderrun (exit 125); once running,

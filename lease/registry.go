@@ -48,6 +48,22 @@ func Register(scheme string, open Opener) {
 	openers[scheme] = open
 }
 
+// RegisterStore registers open under each scheme, as Register does, for a
+// store package whose opener returns its own type. An error returns a nil
+// Store, never a Store holding a nil pointer.
+func RegisterStore[S Store](open func(ctx context.Context, dsn string, opts OpenOptions) (S, error), schemes ...string) {
+	opener := func(ctx context.Context, dsn string, opts OpenOptions) (Store, error) {
+		s, err := open(ctx, dsn, opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	for _, scheme := range schemes {
+		Register(scheme, opener)
+	}
+}
+
 // RegisterKeyValue routes DSNs written as keyword=value pairs without a
 // scheme ("host=db dbname=app", as libpq takes them) to the opener of
 // scheme, which must be registered too.

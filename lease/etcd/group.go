@@ -177,7 +177,7 @@ func (s *Store) join(ctx context.Context, group string, partitions int, member s
 	if err := lease.CheckJoin(group, partitions, member); err != nil {
 		return lease.Group{}, err
 	}
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Group{}, err
 	}
 	if ttl <= 0 {
@@ -234,7 +234,7 @@ func (s *Store) RenewMember(ctx context.Context, group, member string, claims []
 }
 
 func (s *Store) renewMember(ctx context.Context, group, member string, claims []lease.Claim, ttl time.Duration) (lease.Group, error) {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Group{}, err
 	}
 	if ttl <= 0 {
@@ -380,7 +380,7 @@ func (s *Store) round(ctx context.Context, group, member string, claims []lease.
 // Leave implements lease.Store: it deletes the member record. The member's
 // etcd lease, and the partitions on it, live on while they are renewed.
 func (s *Store) Leave(ctx context.Context, group, member string) error {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return s.wrap(fmt.Sprintf("leave group %q", group), err)
 	}
 	_, err := s.client.Delete(ctx, s.memberKey(group, member))
@@ -396,7 +396,7 @@ func (s *Store) GetGroup(ctx context.Context, group string) (lease.Group, error)
 
 // getGroup returns the group and the revision it was read at.
 func (s *Store) getGroup(ctx context.Context, group string) (lease.Group, int64, error) {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Group{}, 0, err
 	}
 	resp, err := s.client.Get(ctx, s.groupBase(group), clientv3.WithPrefix())

@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/lease"
 )
 
 // revocationDelay bounds how long after an etcd lease expires etcd takes to
@@ -235,7 +237,7 @@ func (s *Store) revoke(id clientv3.LeaseID) {
 func (s *Store) revokeLater(id clientv3.LeaseID) {
 	s.revokeMu.Lock()
 	defer s.revokeMu.Unlock()
-	if s.open() != nil {
+	if lease.IfClosed(s.closed) != nil {
 		return
 	}
 	s.revoking.Add(1)

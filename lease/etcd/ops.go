@@ -51,7 +51,7 @@ func (s *Store) Seize(ctx context.Context, name, holder string, dead lease.Recor
 // release woke, so that a hand-off costs one round trip (the transaction,
 // with the spare lease kept alive alongside). Otherwise it reads first.
 func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Record, ttl time.Duration) (lease.Record, error) {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Record{}, err
 	}
 	if ttl <= 0 {
@@ -356,7 +356,7 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 }
 
 func (s *Store) renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Record{}, err
 	}
 	if ttl <= 0 {
@@ -548,7 +548,7 @@ func (s *Store) liveSuccessor(ctx context.Context, st nameState, name, successor
 // (and on extra conditions change adds); it reads again when they changed.
 // change's error ends the update.
 func (s *Store) update(ctx context.Context, name string, change func(nameState, time.Time) (recordValue, []clientv3.Cmp, error)) error {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	k := s.keysOf(name)
@@ -580,7 +580,7 @@ func (s *Store) update(ctx context.Context, name string, change func(nameState, 
 // the tenure's own etcd lease (a member's shared one is not) is then
 // revoked in the background, as nothing depends on it any more.
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return s.wrap(fmt.Sprintf("release lease %q", name), err)
 	}
 	k := s.keysOf(name)
@@ -614,7 +614,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 }
 
 func (s *Store) get(ctx context.Context, name string) (lease.Record, error) {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Record{}, err
 	}
 	k := s.keysOf(name)
@@ -645,7 +645,7 @@ func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
 }
 
 func (s *Store) list(ctx context.Context) ([]lease.Record, error) {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return nil, err
 	}
 	resp, err := s.client.Txn(ctx).Then(

@@ -20,15 +20,9 @@ import (
 func init() {
 	// etcd stores nothing until the first write, so an Existing open
 	// differs in nothing.
-	open := func(ctx context.Context, dsn string, _ lease.OpenOptions) (lease.Store, error) {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	lease.Register("etcd", open)
-	lease.Register("etcds", open)
+	lease.RegisterStore(func(ctx context.Context, dsn string, _ lease.OpenOptions) (*Store, error) {
+		return Open(ctx, dsn)
+	}, "etcd", "etcds")
 }
 
 // Client timing. gRPC pings an idle connection every keepAliveTime and drops
@@ -204,23 +198,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// open fails with lease.ErrClosed once the store is closed.
-func (s *Store) open() error {
-	select {
-	case <-s.closed:
-		return lease.ErrClosed
-	default:
-		return nil
-	}
-}
-
 // wrap adds op as context to err (see wrapError); after Close, every error
 // is lease.ErrClosed.
 func (s *Store) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if s.open() != nil {
+	if lease.IfClosed(s.closed) != nil {
 		return fmt.Errorf("%s: %w", op, lease.ErrClosed)
 	}
 	return wrapError(op, err, s.secrets)

@@ -96,7 +96,7 @@ const (
 // on a change, a watch event or the timeout, parent's error when parent
 // ends and lease.ErrClosed when the store is closed.
 func (s *Store) waitFor(parent context.Context, prefix string, track *nameKeys, timeout time.Duration, changed func(context.Context, int64) (bool, int64, error)) error {
-	if err := s.open(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeoutCause(parent, timeout, errTimedOut)
@@ -105,7 +105,7 @@ func (s *Store) waitFor(parent context.Context, prefix string, track *nameKeys, 
 	for {
 		woke, err := s.watchAndRead(ctx, prefix, track, changed)
 		switch {
-		case s.open() != nil:
+		case lease.IfClosed(s.closed) != nil:
 			return lease.ErrClosed
 		case ctx.Err() != nil:
 			return ended(parent, ctx)

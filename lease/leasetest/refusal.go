@@ -27,8 +27,8 @@ func RefusedMidRun(t *testing.T, ctx context.Context, e *lease.Elector, what str
 		if cause := context.Cause(first.Context()); !errors.Is(cause, lease.ErrDeadline) {
 			t.Errorf("tenure ended with %v, want the renew deadline", cause)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the tenure outlived its renew deadline while %s", what)
+	case <-time.After(time.Minute): // far above the deadline: a loaded machine is slow
+		t.Fatalf("the tenure outlived its renew deadline by a minute while %s", what)
 	}
 	first.Release(ctx)
 	won := make(chan *lease.Tenure, 1)
@@ -57,7 +57,7 @@ func RefusedMidRun(t *testing.T, ctx context.Context, e *lease.Elector, what str
 			t.Errorf("token %d, want > %d", ten.Token(), first.Token())
 		}
 		ten.Release(ctx)
-	case <-time.After(15 * time.Second):
-		t.Fatalf("not acquired within 15s of the store answering again (%s before)", what)
+	case <-time.After(time.Minute):
+		t.Fatalf("not acquired within a minute of the store answering again (%s before)", what)
 	}
 }

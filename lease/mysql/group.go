@@ -238,7 +238,7 @@ func (s *Store) Leave(ctx context.Context, group, member string) error {
 
 // GetGroup implements lease.Store in one statement.
 func (s *Store) GetGroup(ctx context.Context, group string) (lease.Group, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Group{}, err
 	}
 	g, _, err := readGroup(ctx, s.auto(), group)

@@ -101,7 +101,7 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	if err := validLease(name, holder, ttl); err != nil {
 		return lease.Record{}, fmt.Errorf("acquire lease %q: %w", name, err)
 	}
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Record{}, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
 	}
 	// A follower's Acquire is most often refused: one CALL records it as a
@@ -248,7 +248,7 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 	if ttl <= 0 {
 		return lease.Record{}, fmt.Errorf("%s: %w", op, errTTL)
 	}
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Record{}, s.wrap(op, err)
 	}
 	var rec lease.Record
@@ -304,7 +304,7 @@ func (s *Store) callRow(ctx context.Context, scan func(row) error, q string, arg
 // row's version and, for a partition, its group's, in the same statement.
 // It returns lease.ErrLost when the row did not qualify.
 func (s *Store) changeHeld(ctx context.Context, name, holder string, token int64, set string, args ...any) error {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	q := "UPDATE `" + leasesTable + "` l LEFT JOIN `" + groupsTable + "` g ON g.name = ? SET " + set +
@@ -469,7 +469,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 
 // readLease reads name's record and version, or lease.ErrNotFound.
 func (s *Store) readLease(ctx context.Context, name string) (lease.Record, int64, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Record{}, 0, err
 	}
 	rec, version, err := scanRecord(s.auto().queryRow(ctx, "SELECT "+recordColumns+" FROM `"+leasesTable+"` WHERE name = ?", name))
@@ -482,7 +482,7 @@ func (s *Store) readLease(ctx context.Context, name string) (lease.Record, int64
 // List returns every record, ordered by name bytewise (names are binary
 // strings).
 func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return nil, err
 	}
 	recs, err := s.list(ctx)

@@ -13,16 +13,9 @@ import (
 )
 
 func init() {
-	open := func(ctx context.Context, dsn string, opts lease.OpenOptions) (lease.Store, error) {
-		s, err := open(ctx, dsn, opts.Existing)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	for _, scheme := range schemes {
-		lease.Register(scheme, open)
-	}
+	lease.RegisterStore(func(ctx context.Context, dsn string, opts lease.OpenOptions) (*Store, error) {
+		return open(ctx, dsn, opts.Existing)
+	}, schemes...)
 }
 
 // Store is a lease.Store in InnoDB tables of a MySQL or MariaDB database.
@@ -162,16 +155,6 @@ func (s *Store) goroutine(fn func(ctx context.Context)) bool {
 	return true
 }
 
-// checkOpen returns lease.ErrClosed once the store is closed.
-func (s *Store) checkOpen() error {
-	select {
-	case <-s.closed:
-		return lease.ErrClosed
-	default:
-		return nil
-	}
-}
-
 // wrap adds op as context to err; see wrapError.
 func (s *Store) wrap(op string, err error) error {
 	if errors.Is(err, lease.ErrClosed) {
@@ -236,7 +219,7 @@ const txAttempts = 4
 // back. A transaction rolled back by a deadlock or a duplicate key is run
 // again; a failed commit is not, because its outcome is unknown.
 func (s *Store) inTx(ctx context.Context, fn func(r runner) error) error {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	for attempt := 1; ; attempt++ {

@@ -42,7 +42,7 @@ import (
 // and the poller reads it every 250 ms (pollInterval). A read that fails
 // is retried every pollInterval.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(timeout)
@@ -100,7 +100,7 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 			return nil
 		case r := <-lockDone:
 			lw, lockDone = nil, nil
-			if s.checkOpen() != nil {
+			if lease.IfClosed(s.closed) != nil {
 				return lease.ErrClosed // Close interrupted it
 			}
 			switch {
@@ -149,7 +149,7 @@ func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeou
 // 250 ms while it waits. Joins that add a member, Leaves, and every change
 // of a partition's tenure raise that version.
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Group{}, err
 	}
 	deadline := time.Now().Add(timeout)

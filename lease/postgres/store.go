@@ -15,15 +15,9 @@ import (
 )
 
 func init() {
-	open := func(ctx context.Context, dsn string, opts lease.OpenOptions) (lease.Store, error) {
-		s, err := open(ctx, dsn, opts.Existing)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	lease.Register("postgres", open)
-	lease.Register("postgresql", open)
+	lease.RegisterStore(func(ctx context.Context, dsn string, opts lease.OpenOptions) (*Store, error) {
+		return open(ctx, dsn, opts.Existing)
+	}, "postgres", "postgresql")
 	lease.RegisterKeyValue("postgres")
 }
 

@@ -21,15 +21,9 @@ import (
 func init() {
 	// Redis stores nothing until the first write, so an Existing open
 	// differs in nothing.
-	open := func(ctx context.Context, dsn string, _ lease.OpenOptions) (lease.Store, error) {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	lease.Register("redis", open)
-	lease.Register("rediss", open)
+	lease.RegisterStore(func(ctx context.Context, dsn string, _ lease.OpenOptions) (*Store, error) {
+		return Open(ctx, dsn)
+	}, "redis", "rediss")
 	// go-redis logs to stderr on its own (failed dials, pool events);
 	// leaderrun reports what matters through the errors it returns.
 	goredis.SetLogger(discardLogger{})

@@ -21,7 +21,7 @@ func (s *Store) OtherCandidates(ctx context.Context, name, holder string) (bool,
 	if err := s.fresh(ctx); err != nil {
 		return false, s.fail(op, err)
 	}
-	if err := s.check(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return false, s.fail(op, err)
 	}
 	now, err := s.clock.now()

@@ -13,13 +13,11 @@ import (
 )
 
 func init() {
-	for _, scheme := range []string{"sqlite", "file"} {
-		lease.Register(scheme, openDSN)
-	}
+	lease.RegisterStore(openDSN, "sqlite", "file")
 }
 
 // openDSN is the lease.Opener for the "sqlite" and "file" schemes.
-func openDSN(ctx context.Context, dsn string, o lease.OpenOptions) (lease.Store, error) {
+func openDSN(ctx context.Context, dsn string, o lease.OpenOptions) (*Store, error) {
 	path, opts, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err

@@ -149,7 +149,7 @@ func (s *Store) keepMember(ctx context.Context, conn *sql.Conn, group, member st
 
 // Leave implements lease.Store.
 func (s *Store) Leave(ctx context.Context, group, member string) error {
-	if err := s.check(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	var n int64
@@ -192,7 +192,7 @@ func (s *Store) GetGroup(ctx context.Context, group string) (lease.Group, error)
 // readGroupTx reads group in a read transaction, so that its members and
 // leases are one snapshot.
 func (s *Store) readGroupTx(ctx context.Context, group string, now reading) (lease.Group, error) {
-	if err := s.check(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return lease.Group{}, err
 	}
 	var g lease.Group

@@ -172,7 +172,7 @@ func (s *Store) fresh(ctx context.Context) error {
 // closes the old one; calls in flight on the old one fail.
 func (s *Store) reopen(ctx context.Context) error {
 	s.fileMu.Lock()
-	if s.check() != nil {
+	if lease.IfClosed(s.closed) != nil {
 		s.fileMu.Unlock()
 		return lease.ErrClosed
 	}
@@ -213,16 +213,6 @@ func (s *Store) Close() error {
 	return err
 }
 
-// check returns lease.ErrClosed once the store is closed.
-func (s *Store) check() error {
-	select {
-	case <-s.closed:
-		return lease.ErrClosed
-	default:
-		return nil
-	}
-}
-
 // fail wraps err for op, reporting lease.ErrClosed rather than the
 // driver's error when the store was closed meanwhile, who holds the
 // write lock when the database stayed busy, and lease.ErrRefused for the
@@ -230,7 +220,7 @@ func (s *Store) check() error {
 // table that Open did not read is refused at startup as a corrupt schema
 // is, instead of being retried as an unavailable store.
 func (s *Store) fail(op string, err error) error {
-	if s.check() != nil {
+	if lease.IfClosed(s.closed) != nil {
 		err = lease.ErrClosed
 	}
 	return fmt.Errorf("%s: %w", op, classify(s.busyError(err)))
@@ -280,7 +270,7 @@ func (s *Store) recordAt(r row, now reading) lease.Record {
 // end. A write statement has committed only once it has run to the end, so
 // any error, a cancelled ctx included, means the outcome is unknown.
 func (s *Store) queryRows(ctx context.Context, query string, args ...any) (rows []row, err error) {
-	if err := s.check(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return nil, err
 	}
 	err = s.recreating(ctx, func() error {
@@ -354,7 +344,7 @@ func scanRows(ctx context.Context, q querier, query string, args ...any) ([]row,
 // first, so that the transaction's reads and writes see and change one
 // state; a busy database is retried as a whole.
 func (s *Store) inTx(ctx context.Context, fn func(conn *sql.Conn) error) error {
-	if err := s.check(); err != nil {
+	if err := lease.IfClosed(s.closed); err != nil {
 		return err
 	}
 	return s.recreating(ctx, func() error { return s.tx(ctx, fn) })

@@ -48,7 +48,7 @@ func (s *Store) waitFor(ctx context.Context, _ string, timeout time.Duration, ch
 		ch := next()
 		moved, err := changed(ctx)
 		switch {
-		case s.check() != nil:
+		case lease.IfClosed(s.closed) != nil:
 			return lease.ErrClosed
 		case ctx.Err() != nil:
 			return ctx.Err()
