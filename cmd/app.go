@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -94,6 +96,10 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides exit codes
 		OnUsageError:   onUsageError,
 		Flags:          runFlags(),
+		Before: func(c *cli.Context) error {
+			warnUnknownEnv(c.App.ErrWriter, c.App.Flags)
+			return nil
+		},
 		Action: func(c *cli.Context) error {
 			cfg, logs, err := configFrom(c, command)
 			if err != nil {
@@ -123,8 +129,36 @@ func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
 // ("-window"); leaderrun's options are written with two dashes.
 var singleDash = lazyre.New(`(^|[^-\w])-([A-Za-z][\w-]*)`)
 
-func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return &usageError{errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))}
+// undefinedFlag and badValue match the flag package's errors.
+var (
+	undefinedFlag = lazyre.New(`^flag provided but not defined: -+([\w-]+)$`)
+	badValue      = lazyre.New(`^invalid value "([^"]*)" for flag -+([\w-]+)`)
+)
+
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.Name != "" {
+		flags = c.Command.Flags
+	}
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		if guess := nearest(m[1], flagNames(flags)); guess != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", guess)
+		}
+	}
+	if m := badValue.FindStringSubmatch(msg); m != nil && isDurationFlag(flags, m[2]) {
+		if _, nerr := strconv.ParseFloat(m[1], 64); nerr == nil {
+			msg += fmt.Sprintf(" (a duration needs its unit: %ss, %sms or %sm)", m[1], m[1], m[1])
+		}
+	}
+	return &usageError{errors.New(singleDash.ReplaceAllString(msg, "$1--$2"))}
+}
+
+func isDurationFlag(flags []cli.Flag, name string) bool {
+	return slices.ContainsFunc(flags, func(f cli.Flag) bool {
+		_, ok := f.(*cli.DurationFlag)
+		return ok && slices.Contains(f.Names(), name)
+	})
 }
 
 // bounds describes an option's range (config.Bounds) for its help text.
@@ -256,6 +290,9 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		problems = append(problems, fmt.Sprintf("--stop-on %v", err))
 	}
 	rc.HTTPAddr = c.String("http-addr")
+	if _, err := strconv.ParseUint(rc.HTTPAddr, 10, 16); err == nil {
+		problems = append(problems, fmt.Sprintf("--http-addr %s: a port alone; write :%s (every address) or 127.0.0.1:%s", rc.HTTPAddr, rc.HTTPAddr, rc.HTTPAddr))
+	}
 	rc.Namespace, rc.NamespaceWarning, err = chooseNamespace(c.IsSet("pid-namespace"), c.Bool("pid-namespace"))
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("--pid-namespace: %v", err))
