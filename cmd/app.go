@@ -192,7 +192,7 @@ func runFlags() []cli.Flag {
 			Usage: "lease duration the store writes; crash failover takes at most this long (" + bounds("ttl") + ")"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), DefaultText: "min(2s, renew deadline / 4)",
 			Usage: "time between renew attempts (" + bounds("renew-interval") + ")"},
-		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), DefaultText: "ttl - kill-grace - 2s",
+		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), DefaultText: "ttl - kill-grace - 2s (1s for a ttl under 15s)",
 			Usage: "how long a leader trusts its tenure after sending its last successful renew (" + bounds("renew-deadline") + ")"},
 		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace,
 			Usage: "time between the stop signal and SIGKILL (" + bounds("kill-grace") + ")"},

@@ -120,13 +120,7 @@ func (t *Timing) Normalize() {
 		t.KillGrace = DefaultKillGrace
 	}
 	if t.RenewDeadline == 0 {
-		margin := DefaultMargin
-		// Short leases (tests, benchmarks) keep the safety margin
-		// proportional rather than leaving no deadline at all.
-		if t.LeaseDuration < DefaultLeaseDuration {
-			margin = max(minMargin, t.LeaseDuration*DefaultMargin/DefaultLeaseDuration)
-		}
-		t.RenewDeadline = t.LeaseDuration - t.KillGrace - margin
+		t.RenewDeadline = t.LeaseDuration - t.KillGrace - DerivedMargin(t.LeaseDuration)
 		t.derived = true
 	}
 	if t.RetryPeriod == 0 {
@@ -136,6 +130,27 @@ func (t *Timing) Normalize() {
 			t.RetryPeriod = min(DefaultRetryPeriod, t.RenewDeadline/4)
 		}
 	}
+}
+
+// DerivedMargin is the safety margin a derived --renew-deadline leaves
+// below the TTL: DefaultMargin (2s), and minMargin (1s) for a TTL shorter
+// than the default, so that short leases (tests, benchmarks) keep a
+// deadline at all.
+func DerivedMargin(ttl time.Duration) time.Duration {
+	if ttl < DefaultLeaseDuration {
+		return minMargin
+	}
+	return DefaultMargin
+}
+
+// minDerivedDeadline is the shortest derived renew deadline: four renew
+// attempts of the shortest --renew-interval fit in it.
+var minDerivedDeadline = 4 * Bounds["--renew-interval"].Min
+
+// MinLeaseDuration is the shortest --ttl that leaves a derived renew
+// deadline with killGrace: killGrace + 1s + 40ms.
+func MinLeaseDuration(killGrace time.Duration) time.Duration {
+	return killGrace + minMargin + minDerivedDeadline
 }
 
 // Validate checks the timing model: every duration positive, renewals more
@@ -163,8 +178,9 @@ func (t Timing) Validate() error {
 			bad(p.opt, p.v, "must be positive")
 		}
 	}
-	if t.derived && t.RenewDeadline <= 0 && t.LeaseDuration > 0 && t.KillGrace > 0 {
-		bad("--ttl", t.LeaseDuration, "leaves no renew deadline after --kill-grace %v and the safety margin; raise --ttl or lower --kill-grace", t.KillGrace)
+	if t.derived && t.RenewDeadline < minDerivedDeadline && t.LeaseDuration > 0 && t.KillGrace > 0 {
+		bad("--ttl", t.LeaseDuration, "leaves no renew deadline after --kill-grace %v and the %v safety margin: with --kill-grace %v, --ttl must be at least %v; raise --ttl or lower --kill-grace",
+			t.KillGrace, DerivedMargin(t.LeaseDuration), t.KillGrace, MinLeaseDuration(t.KillGrace))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
