@@ -275,6 +275,9 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 			problems = append(problems, fmt.Sprintf("--%s 0s: must be positive (leave the option out for its default)", opt))
 		}
 	}
+	if c.IsSet("identity") && rc.Identity == "" {
+		problems = append(problems, config.ValidateIdentity("").Error())
+	}
 	if c.IsSet("partitions") && rc.Partitions == 0 {
 		problems = append(problems, fmt.Sprintf("--partitions 0: must be from 1 to %d (leave the option out for one name)", config.MaxPartitions))
 	}

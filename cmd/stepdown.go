@@ -55,7 +55,7 @@ no new leader within --timeout; 125 usage. A refused step-down changes
 nothing in the store.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name whose leader steps down (required; or give it as the argument)"},
-			&cli.IntFlag{Name: "partition", Usage: "with a name run with --partitions: the partition to move (0 to N-1)"},
+			&cli.IntFlag{Name: "partition", DefaultText: "none; required for a name run with --partitions", Usage: "with a name run with --partitions: the partition to move (0 to N-1)"},
 			&cli.StringFlag{Name: "to", Usage: "the identity of the replica that should take over (default: any other)"},
 			&cli.DurationFlag{Name: "window", Value: defaultStepDownWindow, Usage: "how long the name stays reserved for --to, or closed to the old leader"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until a new leader holds the name, and print it"},
@@ -78,7 +78,7 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	case c.IsSet("to") && to == "":
 		return usagef("--to: empty identity")
 	case to != "" && config.ValidateIdentity(to) != nil:
-		return usagef("--to %q: must be an identity: no control characters, at most %d bytes of UTF-8", to, config.MaxNameLen)
+		return usagef("--to %q: must be an identity: no spaces or control characters, at most %d bytes of UTF-8", to, config.MaxNameLen)
 	case window < time.Millisecond:
 		return usagef("--window %v: must be at least 1ms", window)
 	case c.Duration("timeout") <= 0:
@@ -143,11 +143,14 @@ func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name st
 	g, err := store.GetGroup(ctx, name)
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
-		if c.IsSet("partition") {
-			return "", fmt.Errorf("%q in %s was never run with --partitions, so --partition means nothing for it: %w",
-				name, store.Describe(), errNoSuchLease)
+		if !c.IsSet("partition") {
+			return name, nil
 		}
-		return name, nil
+		if _, err := store.Get(ctx, name); errors.Is(err, lease.ErrNotFound) {
+			return "", fmt.Errorf("%q in %s was never run with --partitions, nor without: %w", name, store.Describe(), errNoSuchLease)
+		}
+		return "", usagef("--partition %d: %q in %s was never run with --partitions; leave --partition out",
+			c.Int("partition"), name, store.Describe())
 	case err != nil:
 		return "", fmt.Errorf("read the partitions of %q: %w", name, err)
 	case !c.IsSet("partition"):

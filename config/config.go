@@ -309,15 +309,18 @@ func ValidateName(name string) error {
 
 // ValidateIdentity checks a holder identity (--identity, --to): what the
 // store accepts (lease.CheckIdentity: 1 to 200 bytes of valid UTF-8 without
-// control characters), so that no status line can be forged with it.
+// control characters), so that no status line can be forged with it, and
+// without spaces, as a name, so that it can be written unquoted.
 func ValidateIdentity(id string) error {
 	switch {
 	case !utf8.ValidString(id):
 		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must be valid UTF-8"}
 	case len(id) > MaxNameLen:
 		return &FieldError{"--identity", fmt.Sprintf("%q", truncate(id, 20)), fmt.Sprintf("longer than %d bytes", MaxNameLen)}
-	case id == "" || strings.IndexFunc(id, unicode.IsControl) >= 0:
-		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must be 1 or more characters without control characters"}
+	case id == "":
+		return &FieldError{"--identity", `""`, "empty: leave the option out for host:pid:random"}
+	case strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
+		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must not contain spaces or control characters, as --name"}
 	}
 	return nil
 }
