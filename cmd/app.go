@@ -28,7 +28,7 @@ var Version = "dev"
 const usageText = `leaderrun [options] -- COMMAND [ARG...]
 leaderrun status [--json] [--store DSN] [NAME]
 leaderrun watch [--json] [--store DSN] NAME
-leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
+leaderrun step-down [--partition P] [--to IDENTITY | --force] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
 leaderrun version | --version
 leaderrun help [COMMAND]`
 

@@ -31,7 +31,7 @@ func stepDownCommand(sigs <-chan os.Signal) *cli.Command {
 	return &cli.Command{
 		Name:      "step-down",
 		Usage:     "ask the current leader of a name to hand it over to another replica",
-		UsageText: "leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
+		UsageText: "leaderrun step-down [--partition P] [--to IDENTITY | --force] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
 		Description: `The leader notices at once (through the store's wake-up; at the latest at
 its next renewal), stops its command gracefully as on any lost tenure, and
 releases the name; without --to, a follower on the leader's host takes it
@@ -50,7 +50,8 @@ stepped down takes it back no sooner than --window.
 
 Exit status: 0 done; 1 nobody holds the name (released or expired), --to
 names an identity that is not campaigning or already leads, the name went
-back to the same holder, or another failure; 4 no such name; 124 --wait saw
+back to the same holder, no other replica is campaigning (without --to
+and --force), or another failure; 4 no such name; 124 --wait saw
 no new leader within --timeout; 125 usage. A refused step-down changes
 nothing in the store.`,
 		Flags: append(storeFlags(),
@@ -59,6 +60,7 @@ nothing in the store.`,
 			&cli.StringFlag{Name: "to", Usage: "the identity of the replica that should take over (default: any other)"},
 			&cli.DurationFlag{Name: "window", Value: defaultStepDownWindow, Usage: "how long the name stays reserved for --to, or closed to the old leader"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until a new leader holds the name, and print it"},
+			&cli.BoolFlag{Name: "force", Usage: "step down even when no other replica is campaigning for the name, so that its command stops with no successor for --window"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultStepDownTimeout, Usage: "with --wait: give up (exit 124) after this long"},
 		),
 		Action: func(c *cli.Context) error { return runStepDown(c, sigs) },
@@ -99,6 +101,12 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	if err != nil {
 		cancel()
 		return err
+	}
+	if to == "" && !c.Bool("force") && key == name {
+		if err := refuseWithoutSuccessor(ctx, store, name); err != nil {
+			cancel()
+			return err
+		}
 	}
 	rec, err := store.RequestStepDown(ctx, key, to, window)
 	cancel()
@@ -159,6 +167,27 @@ func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name st
 		return "", usagef("--partition %d: %q has %d partitions, 0 to %d", c.Int("partition"), name, g.Partitions, g.Partitions-1)
 	}
 	return lease.PartitionKey(name, c.Int("partition")), nil
+}
+
+// refuseWithoutSuccessor refuses to step down the leader of name when the
+// store can tell that no other replica is campaigning for it: the command
+// would only stop, with nobody to take over for --window. A store that
+// cannot tell (lease.CandidateReader) is not asked.
+func refuseWithoutSuccessor(ctx context.Context, store lease.Store, name string) error {
+	cr, ok := store.(lease.CandidateReader)
+	if !ok {
+		return nil
+	}
+	rec, err := store.Get(ctx, name)
+	if err != nil || !rec.Held() {
+		return nil // RequestStepDown says what is wrong
+	}
+	others, err := cr.OtherCandidates(ctx, name, rec.Holder)
+	if err != nil || others {
+		return nil
+	}
+	return fmt.Errorf("lease %q: no other replica is campaigning for it, so its command would stop with no successor for --window; --force steps down anyway: %w",
+		name, errStepDownRefused)
 }
 
 // stepDownError explains a refused request; nothing was changed.
