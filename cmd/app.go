@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +27,7 @@ var Version = "dev"
 const usageText = `leaderrun [options] -- COMMAND [ARG...]
 leaderrun status [--json] [--store DSN] [NAME]
 leaderrun watch [--json] [--store DSN] NAME
-leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
+leaderrun step-down [--partition P] [--to IDENTITY | --force] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME
 leaderrun version | --version
 leaderrun help [COMMAND]`
 
@@ -93,6 +95,10 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides exit codes
 		OnUsageError:   onUsageError,
 		Flags:          runFlags(),
+		Before: func(c *cli.Context) error {
+			warnUnknownEnv(c.App.ErrWriter, c.App.Flags)
+			return nil
+		},
 		Action: func(c *cli.Context) error {
 			cfg, logs, err := configFrom(c, command)
 			if err != nil {
@@ -122,8 +128,36 @@ func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
 // ("-window"); leaderrun's options are written with two dashes.
 var singleDash = lazyre.New(`(^|[^-\w])-([A-Za-z][\w-]*)`)
 
-func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return &usageError{errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))}
+// undefinedFlag and badValue match the flag package's errors.
+var (
+	undefinedFlag = lazyre.New(`^flag provided but not defined: -+([\w-]+)$`)
+	badValue      = lazyre.New(`^invalid value "([^"]*)" for flag -+([\w-]+)`)
+)
+
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.Name != "" {
+		flags = c.Command.Flags
+	}
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		if guess := nearest(m[1], flagNames(flags)); guess != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", guess)
+		}
+	}
+	if m := badValue.FindStringSubmatch(msg); m != nil && isDurationFlag(flags, m[2]) {
+		if _, nerr := strconv.ParseFloat(m[1], 64); nerr == nil {
+			msg += fmt.Sprintf(" (a duration needs its unit: %ss, %sms or %sm)", m[1], m[1], m[1])
+		}
+	}
+	return &usageError{errors.New(singleDash.ReplaceAllString(msg, "$1--$2"))}
+}
+
+func isDurationFlag(flags []cli.Flag, name string) bool {
+	return slices.ContainsFunc(flags, func(f cli.Flag) bool {
+		_, ok := f.(*cli.DurationFlag)
+		return ok && slices.Contains(f.Names(), name)
+	})
 }
 
 // bounds describes an option's range (config.Bounds) for its help text.
@@ -157,7 +191,7 @@ func runFlags() []cli.Flag {
 			Usage: "lease duration the store writes; crash failover takes at most this long (" + bounds("ttl") + ")"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("renew-interval"), DefaultText: "min(2s, renew deadline / 4)",
 			Usage: "time between renew attempts (" + bounds("renew-interval") + ")"},
-		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), DefaultText: "ttl - kill-grace - 2s",
+		&cli.DurationFlag{Name: "renew-deadline", EnvVars: env("renew-deadline"), DefaultText: "ttl - kill-grace - 2s (1s for a ttl under 15s)",
 			Usage: "how long a leader trusts its tenure after sending its last successful renew (" + bounds("renew-deadline") + ")"},
 		&cli.DurationFlag{Name: "kill-grace", EnvVars: env("kill-grace"), Value: config.DefaultKillGrace,
 			Usage: "time between the stop signal and SIGKILL (" + bounds("kill-grace") + ")"},
@@ -233,6 +267,9 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 			problems = append(problems, fmt.Sprintf("--%s 0s: must be positive (leave the option out for its default)", opt))
 		}
 	}
+	if c.IsSet("identity") && rc.Identity == "" {
+		problems = append(problems, config.ValidateIdentity("").Error())
+	}
 	if c.IsSet("partitions") && rc.Partitions == 0 {
 		problems = append(problems, fmt.Sprintf("--partitions 0: must be from 1 to %d (leave the option out for one name)", config.MaxPartitions))
 	}
@@ -248,6 +285,9 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		problems = append(problems, fmt.Sprintf("--stop-on %v", err))
 	}
 	rc.HTTPAddr = c.String("http-addr")
+	if _, err := strconv.ParseUint(rc.HTTPAddr, 10, 16); err == nil {
+		problems = append(problems, fmt.Sprintf("--http-addr %s: a port alone; write :%s (every address) or 127.0.0.1:%s", rc.HTTPAddr, rc.HTTPAddr, rc.HTTPAddr))
+	}
 	rc.Namespace, rc.NamespaceWarning, err = chooseNamespace(c.IsSet("pid-namespace"), c.Bool("pid-namespace"))
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("--pid-namespace: %v", err))

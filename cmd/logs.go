@@ -19,7 +19,7 @@ type logSettings struct {
 
 func newLogSettings(format, level string) (*logSettings, error) {
 	var s logSettings
-	switch format {
+	switch strings.ToLower(format) {
 	case "text":
 	case "json":
 		s.json = true
@@ -84,7 +84,7 @@ func jsonRequested(args []string) bool {
 			format = strings.TrimPrefix(a, "--log-format=")
 		}
 	}
-	return format == "json"
+	return strings.EqualFold(format, "json")
 }
 
 // retryLine tells the operator of a client command (watch, step-down

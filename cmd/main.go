@@ -32,6 +32,10 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	app := newApp(sigs, command, output{stdout}, stderr)
 	err := refuseRunOptions(flags, app.Flags, app.Commands)
 	if err == nil {
+		err = refuseMistypedCommand(flags, len(flags) < len(args), app.Flags, app.Commands)
+	}
+	flags = optionsFirst(flags, app.Flags, app.Commands)
+	if err == nil {
 		err = app.Run(flags)
 	}
 	var exit *replica.Exit

@@ -34,8 +34,6 @@ func nameArg(c *cli.Context) (string, error) {
 	args := c.Args().Slice()
 	name := option(c, "name")
 	switch {
-	case len(args) > 1 && strings.HasPrefix(args[1], "-"):
-		return "", usagef("%s after the name %q: options go before NAME (leaderrun %s [options] NAME)", args[1], args[0], c.Command.Name)
 	case len(args) > 1:
 		return "", usagef("unexpected arguments %q: give one NAME", args[1:])
 	case len(args) == 1 && name != "" && name != args[0]:
@@ -51,31 +49,14 @@ func nameArg(c *cli.Context) (string, error) {
 // status, say). args are leaderrun's own arguments; flags are its options,
 // to tell which take a value.
 func refuseRunOptions(args []string, flags []cli.Flag, commands []*cli.Command) error {
-	takesValue := map[string]bool{}
-	for _, f := range flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			takesValue[n] = !isBool
-		}
+	i := firstWord(args, flags)
+	if i < 0 || !slices.ContainsFunc(commands, func(c *cli.Command) bool { return c.HasName(args[i]) }) {
+		return nil // no subcommand, or COMMAND given without "--"
 	}
-	var before []string
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "-") {
-			if !slices.ContainsFunc(commands, func(c *cli.Command) bool { return c.HasName(a) }) {
-				return nil // COMMAND given without "--"
-			}
-			for _, opt := range before {
-				if !slices.Contains(sharedOptions, opt) {
-					return usagef("--%s applies to running a command, not to %s; leave it out", opt, a)
-				}
-			}
-			return nil
-		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		before = append(before, name)
-		if takesValue[name] && !hasValue {
-			i++
+	for _, a := range args[1:i] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !slices.Contains(sharedOptions, name) {
+			return usagef("--%s applies to running a command, not to %s; leave it out", name, args[i])
 		}
 	}
 	return nil

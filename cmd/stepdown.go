@@ -32,7 +32,7 @@ func stepDownCommand(sigs <-chan os.Signal) *cli.Command {
 	return &cli.Command{
 		Name:      "step-down",
 		Usage:     "ask the current leader of a name to hand it over to another replica",
-		UsageText: "leaderrun step-down [--partition P] [--to IDENTITY] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
+		UsageText: "leaderrun step-down [--partition P] [--to IDENTITY | --force] [--window 30s] [--wait [--timeout 1m]] [--store DSN] NAME",
 		Description: `The leader notices at once (through the store's wake-up; at the latest at
 its next renewal), stops its command gracefully as on any lost tenure, and
 releases the name; without --to, a follower on the leader's host takes it
@@ -51,15 +51,17 @@ stepped down takes it back no sooner than --window.
 
 Exit status: 0 done; 1 nobody holds the name (released or expired), --to
 names an identity that is not campaigning or already leads, the name went
-back to the same holder, or another failure; 4 no such name; 124 --wait saw
+back to the same holder, no other replica is campaigning (without --to
+and --force), or another failure; 4 no such name; 124 --wait saw
 no new leader within --timeout; 125 usage. A refused step-down changes
 nothing in the store.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name whose leader steps down (required; or give it as the argument)"},
-			&cli.IntFlag{Name: "partition", Usage: "with a name run with --partitions: the partition to move (0 to N-1)"},
+			&cli.IntFlag{Name: "partition", DefaultText: "none; required for a name run with --partitions", Usage: "with a name run with --partitions: the partition to move (0 to N-1)"},
 			&cli.StringFlag{Name: "to", Usage: "the identity of the replica that should take over (default: any other)"},
 			&cli.DurationFlag{Name: "window", Value: defaultStepDownWindow, Usage: "how long the name stays reserved for --to, or closed to the old leader"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until a new leader holds the name, and print it"},
+			&cli.BoolFlag{Name: "force", Usage: "step down even when no other replica is campaigning for the name, so that its command stops with no successor for --window"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultStepDownTimeout, Usage: "with --wait: give up (exit 124) after this long"},
 		),
 		Action: func(c *cli.Context) error { return runStepDown(c, sigs) },
@@ -79,7 +81,7 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	case c.IsSet("to") && to == "":
 		return usagef("--to: empty identity")
 	case to != "" && config.ValidateIdentity(to) != nil:
-		return usagef("--to %q: must be an identity: no control characters, at most %d bytes of UTF-8", to, config.MaxNameLen)
+		return usagef("--to %q: must be an identity: no spaces or control characters, at most %d bytes of UTF-8", to, config.MaxNameLen)
 	case window < time.Millisecond:
 		return usagef("--window %v: must be at least 1ms", window)
 	case c.Duration("timeout") <= 0:
@@ -100,6 +102,12 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	if err != nil {
 		cancel()
 		return err
+	}
+	if to == "" && !c.Bool("force") && key == name {
+		if err := refuseWithoutSuccessor(ctx, store, name); err != nil {
+			cancel()
+			return err
+		}
 	}
 	rec, err := store.RequestStepDown(ctx, key, to, window)
 	cancel()
@@ -144,11 +152,14 @@ func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name st
 	g, err := store.GetGroup(ctx, name)
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
-		if c.IsSet("partition") {
-			return "", fmt.Errorf("%q in %s was never run with --partitions, so --partition means nothing for it: %w",
-				name, store.Describe(), errNoSuchLease)
+		if !c.IsSet("partition") {
+			return name, nil
 		}
-		return name, nil
+		if _, err := store.Get(ctx, name); errors.Is(err, lease.ErrNotFound) {
+			return "", fmt.Errorf("%q in %s was never run with --partitions, nor without: %w", name, store.Describe(), errNoSuchLease)
+		}
+		return "", usagef("--partition %d: %q in %s was never run with --partitions; leave --partition out",
+			c.Int("partition"), name, store.Describe())
 	case err != nil:
 		return "", fmt.Errorf("read the partitions of %q: %w", name, err)
 	case !c.IsSet("partition"):
@@ -157,6 +168,27 @@ func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name st
 		return "", usagef("--partition %d: %q has %d partitions, 0 to %d", c.Int("partition"), name, g.Partitions, g.Partitions-1)
 	}
 	return lease.PartitionKey(name, c.Int("partition")), nil
+}
+
+// refuseWithoutSuccessor refuses to step down the leader of name when the
+// store can tell that no other replica is campaigning for it: the command
+// would only stop, with nobody to take over for --window. A store that
+// cannot tell (lease.CandidateReader) is not asked.
+func refuseWithoutSuccessor(ctx context.Context, store lease.Store, name string) error {
+	cr, ok := store.(lease.CandidateReader)
+	if !ok {
+		return nil
+	}
+	rec, err := store.Get(ctx, name)
+	if err != nil || !rec.Held() {
+		return nil // RequestStepDown says what is wrong
+	}
+	others, err := cr.OtherCandidates(ctx, name, rec.Holder)
+	if err != nil || others {
+		return nil
+	}
+	return fmt.Errorf("lease %q: no other replica is campaigning for it, so its command would stop with no successor for --window; --force steps down anyway: %w",
+		name, errStepDownRefused)
 }
 
 // stepDownError explains a refused request; nothing was changed.

@@ -120,13 +120,7 @@ func (t *Timing) Normalize() {
 		t.KillGrace = DefaultKillGrace
 	}
 	if t.RenewDeadline == 0 {
-		margin := DefaultMargin
-		// Short leases (tests, benchmarks) keep the safety margin
-		// proportional rather than leaving no deadline at all.
-		if t.LeaseDuration < DefaultLeaseDuration {
-			margin = max(minMargin, t.LeaseDuration*DefaultMargin/DefaultLeaseDuration)
-		}
-		t.RenewDeadline = t.LeaseDuration - t.KillGrace - margin
+		t.RenewDeadline = t.LeaseDuration - t.KillGrace - DerivedMargin(t.LeaseDuration)
 		t.derived = true
 	}
 	if t.RetryPeriod == 0 {
@@ -136,6 +130,27 @@ func (t *Timing) Normalize() {
 			t.RetryPeriod = min(DefaultRetryPeriod, t.RenewDeadline/4)
 		}
 	}
+}
+
+// DerivedMargin is the safety margin a derived --renew-deadline leaves
+// below the TTL: DefaultMargin (2s), and minMargin (1s) for a TTL shorter
+// than the default, so that short leases (tests, benchmarks) keep a
+// deadline at all.
+func DerivedMargin(ttl time.Duration) time.Duration {
+	if ttl < DefaultLeaseDuration {
+		return minMargin
+	}
+	return DefaultMargin
+}
+
+// minDerivedDeadline is the shortest derived renew deadline: four renew
+// attempts of the shortest --renew-interval fit in it.
+var minDerivedDeadline = 4 * Bounds["--renew-interval"].Min
+
+// MinLeaseDuration is the shortest --ttl that leaves a derived renew
+// deadline with killGrace: killGrace + 1s + 40ms.
+func MinLeaseDuration(killGrace time.Duration) time.Duration {
+	return killGrace + minMargin + minDerivedDeadline
 }
 
 // Validate checks the timing model: every duration positive, renewals more
@@ -163,8 +178,9 @@ func (t Timing) Validate() error {
 			bad(p.opt, p.v, "must be positive")
 		}
 	}
-	if t.derived && t.RenewDeadline <= 0 && t.LeaseDuration > 0 && t.KillGrace > 0 {
-		bad("--ttl", t.LeaseDuration, "leaves no renew deadline after --kill-grace %v and the safety margin; raise --ttl or lower --kill-grace", t.KillGrace)
+	if t.derived && t.RenewDeadline < minDerivedDeadline && t.LeaseDuration > 0 && t.KillGrace > 0 {
+		bad("--ttl", t.LeaseDuration, "leaves no renew deadline after --kill-grace %v and the %v safety margin: with --kill-grace %v, --ttl must be at least %v; raise --ttl or lower --kill-grace",
+			t.KillGrace, DerivedMargin(t.LeaseDuration), t.KillGrace, MinLeaseDuration(t.KillGrace))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -293,15 +309,18 @@ func ValidateName(name string) error {
 
 // ValidateIdentity checks a holder identity (--identity, --to): what the
 // store accepts (lease.CheckIdentity: 1 to 200 bytes of valid UTF-8 without
-// control characters), so that no status line can be forged with it.
+// control characters), so that no status line can be forged with it, and
+// without spaces, as a name, so that it can be written unquoted.
 func ValidateIdentity(id string) error {
 	switch {
 	case !utf8.ValidString(id):
 		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must be valid UTF-8"}
 	case len(id) > MaxNameLen:
 		return &FieldError{"--identity", fmt.Sprintf("%q", truncate(id, 20)), fmt.Sprintf("longer than %d bytes", MaxNameLen)}
-	case id == "" || strings.IndexFunc(id, unicode.IsControl) >= 0:
-		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must be 1 or more characters without control characters"}
+	case id == "":
+		return &FieldError{"--identity", `""`, "empty: leave the option out for host:pid:random"}
+	case strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
+		return &FieldError{"--identity", fmt.Sprintf("%q", id), "must not contain spaces or control characters, as --name"}
 	}
 	return nil
 }

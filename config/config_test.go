@@ -35,6 +35,34 @@ func TestNormalizeShortTTL(t *testing.T) {
 	}
 }
 
+// TestDerivedTimings pins the derived deadline and interval that the help
+// and README state (issue 37.9): ttl − kill grace − 2s, or − 1s under 15s.
+func TestDerivedTimings(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct{ ttl, deadline, interval time.Duration }{
+		{15 * time.Second, 8 * time.Second, 2 * time.Second},
+		{10 * time.Second, 4 * time.Second, time.Second},
+		{6500 * ms, 500 * ms, 125 * ms},
+		{6040 * ms, 40 * ms, 10 * ms},
+		{time.Minute, 53 * time.Second, 2 * time.Second},
+	} {
+		tm := Timing{LeaseDuration: tc.ttl}
+		tm.Normalize()
+		if tm.RenewDeadline != tc.deadline || tm.RetryPeriod != tc.interval {
+			t.Errorf("--ttl %v: deadline %v, interval %v; want %v, %v", tc.ttl, tm.RenewDeadline, tm.RetryPeriod, tc.deadline, tc.interval)
+		}
+		if err := tm.Validate(); err != nil {
+			t.Errorf("--ttl %v: %v", tc.ttl, err)
+		}
+	}
+	tm := Timing{LeaseDuration: 6 * time.Second}
+	tm.Normalize()
+	err := tm.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--ttl must be at least 6.04s") {
+		t.Errorf("--ttl 6s: %v, want the least --ttl named", err)
+	}
+}
+
 func TestValidateTiming(t *testing.T) {
 	s := time.Second
 	tests := []struct {

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -37,8 +39,10 @@ func (p ErrorPolicy) Wrap(op string, err error, secrets []string) error {
 	}
 	msg := fmt.Sprintf("%s: %v", op, err)
 	cause := []error{err}
-	if errors.Is(err, ErrRefused) || (p.Permanent != nil && p.Permanent(err)) {
-		if p.Hint != nil {
+	if errors.Is(err, ErrRefused) || BadCertificate(err) || (p.Permanent != nil && p.Permanent(err)) {
+		if BadCertificate(err) {
+			msg += " (the server's certificate does not verify: give the CA that signed it, or a host name the certificate names)"
+		} else if p.Hint != nil {
 			if hint := p.Hint(err); hint != "" {
 				msg += " (" + hint + ")"
 			}
@@ -49,6 +53,21 @@ func (p ErrorPolicy) Wrap(op string, err error, secrets []string) error {
 		}
 	}
 	return &storeError{msg: Scrub(oneLine(msg), secrets), cause: cause}
+}
+
+// BadCertificate reports whether err is a TLS certificate that did not
+// verify (an unknown authority, a name it does not hold, an expired or
+// otherwise invalid certificate): a configuration error on every store,
+// which no retry mends.
+func BadCertificate(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		certInvalid      x509.CertificateInvalidError
+		verify           *tls.CertificateVerificationError
+	)
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
+		errors.As(err, &certInvalid) || errors.As(err, &verify)
 }
 
 // passesThrough reports whether err is one that Wrap returns unchanged.

@@ -2,6 +2,8 @@ package lease_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -67,6 +69,24 @@ func TestWrapRefusesPermanent(t *testing.T) {
 	// The zero policy refuses nothing but what is already refused.
 	if err := (lease.ErrorPolicy{}).Wrap("op", errDenied, nil); errors.Is(err, lease.ErrRefused) {
 		t.Errorf("zero policy: Wrap = %v, want it unrefused", err)
+	}
+}
+
+// TestWrapRefusesBadCertificate: a certificate that does not verify is
+// refused by every store's policy, the zero one too (issue 37.5).
+func TestWrapRefusesBadCertificate(t *testing.T) {
+	for _, cause := range []error{
+		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}},
+		fmt.Errorf("write failed: %w", x509.HostnameError{Host: "db"}),
+		x509.CertificateInvalidError{Reason: x509.Expired},
+	} {
+		err := (lease.ErrorPolicy{}).Wrap("open store", cause, nil)
+		if !errors.Is(err, lease.ErrRefused) {
+			t.Errorf("Wrap(%v) = %v, want it refused", cause, err)
+		}
+		if !strings.Contains(err.Error(), "certificate does not verify") {
+			t.Errorf("Wrap(%v) = %v, want it to say the certificate does not verify", cause, err)
+		}
 	}
 }
 

@@ -34,7 +34,8 @@ var (
 //	GET /metrics  the Observer's registry in Prometheus formats
 //
 // Once Partitioned, GET /partitions (200, JSON: the replica's view of the
-// partitions) takes the place of /leader. HEAD works wherever GET does;
+// partitions) takes the place of /leader, which answers 404 with a line
+// that points to /partitions. HEAD works wherever GET does;
 // other methods get 405.
 func (o *Observer) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -44,6 +45,9 @@ func (o *Observer) Handler() http.Handler {
 	o.mu.Unlock()
 	if view != nil {
 		mux.HandleFunc("GET /partitions", func(w http.ResponseWriter, _ *http.Request) { serveJSON(w, http.StatusOK, view()) })
+		mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "404 this replica runs with --partitions: each partition has its own leader, see /partitions", http.StatusNotFound)
+		})
 	} else {
 		mux.HandleFunc("GET /leader", o.serveLeader)
 	}

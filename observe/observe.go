@@ -34,7 +34,9 @@
 //	                                         result = ok|held|lost|error
 //	leaderrun_renew_duration_seconds       histogram: round-trip time of renew calls, whatever their outcome
 //	leaderrun_seconds_since_last_renew     gauge: while leading, time since the last successful renew
-//	                                         (or since the tenure started); 0 on standby
+//	                                         (or since the tenure started); after a tenure that ended
+//	                                         with the store unreachable, still counting until the store
+//	                                         answers; else 0 on standby
 //	leaderrun_child_exits_total{code}      counter: command exits by exit code (128+N for signal N)
 //
 // A partitioned replica (Partitioned) counts every partition's tenure in
@@ -112,6 +114,9 @@ type Observer struct {
 	failingSince time.Time // New's time, or when the first failed call since the last answer was sent
 	failedOp     string    // the op of the latest failed call; "" before any
 	lastRenew    time.Time // last successful renew, or the tenure's start
+	// lapsed is set when the last tenure ended while the store was
+	// failing: sinceLastRenew keeps counting until a store call succeeds.
+	lapsed bool
 
 	// Partitioned mode (see Partitioned); parts is nil otherwise.
 	parts    *partitionMetrics
@@ -177,7 +182,7 @@ func newObserver(name, holder string, renewDeadline time.Duration, now func() ti
 		o.leadingG, o.tokenG, o.tenures, o.tenureEnds, o.storeCalls, o.renewTime, o.childExits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "leaderrun_seconds_since_last_renew", ConstLabels: labels,
-			Help: "While leading, seconds since the last successful renew (or since the tenure started); 0 on standby.",
+			Help: "While leading, seconds since the last successful renew (or since the tenure started); after a tenure that ended with the store unreachable, still counting until the store answers; else 0 on standby.",
 		}, o.sinceLastRenew),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -221,7 +226,7 @@ func (o *Observer) StoreCall(op string, took time.Duration, err error) {
 		o.failedOp = op
 		return
 	}
-	o.failing = false
+	o.failing, o.lapsed = false, false
 	if op == "renew" && result == resultOK && (o.leading || len(o.owned) > 0) {
 		o.lastRenew = now
 	}
@@ -251,6 +256,7 @@ func (o *Observer) Ended(cause error) {
 		return
 	}
 	o.leading = false
+	o.lapsed = o.failing
 	o.token = 0
 	o.leader, o.leaderToken = "", 0
 	o.leadingG.Set(0)
@@ -312,11 +318,14 @@ func (o *Observer) unhealthy() string {
 		since.Round(100*time.Millisecond), o.renewDeadline, o.failedOp)
 }
 
-// sinceLastRenew is leaderrun_seconds_since_last_renew.
+// sinceLastRenew is leaderrun_seconds_since_last_renew: it counts while
+// leading, and goes on counting after a tenure that ended with the store
+// unreachable, until a store call succeeds, so that an alert on it does not
+// clear when things get worse.
 func (o *Observer) sinceLastRenew() float64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.leading && len(o.owned) == 0 {
+	if !o.leading && len(o.owned) == 0 && !o.lapsed {
 		return 0
 	}
 	return o.now().Sub(o.lastRenew).Seconds()

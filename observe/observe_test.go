@@ -215,7 +215,7 @@ var metricHeaders = map[string]string{
 	"leaderrun_child_exits_total":        "Command exits by exit code (128+N for signal N).\ncounter",
 	"leaderrun_leading":                  "1 while this process holds the lease, else 0.\ngauge",
 	"leaderrun_renew_duration_seconds":   "Round-trip time of renew calls, whatever their outcome.\nhistogram",
-	"leaderrun_seconds_since_last_renew": "While leading, seconds since the last successful renew (or since the tenure started); 0 on standby.\ngauge",
+	"leaderrun_seconds_since_last_renew": "While leading, seconds since the last successful renew (or since the tenure started); after a tenure that ended with the store unreachable, still counting until the store answers; else 0 on standby.\ngauge",
 	"leaderrun_store_calls_total":        "Store calls by operation and result (ok, held, lost, error).\ncounter",
 	"leaderrun_tenure_ends_total":        "Tenures ended, by cause (lost, deadline, released, stepdown, other).\ncounter",
 	"leaderrun_tenures_total":            "Tenures started by this process.\ncounter",
@@ -687,6 +687,11 @@ func TestPartitionMetrics(t *testing.T) {
 	srv := httptest.NewServer(o.Handler())
 	defer srv.Close()
 
+	// /leader means nothing here: it says where to look (issue 37.16).
+	if code, _, body := get(t, o.Handler(), "/leader"); code != http.StatusNotFound || !strings.Contains(body, "see /partitions") {
+		t.Errorf("GET /leader of a partitioned replica = %d %q, want 404 pointing to /partitions", code, body)
+	}
+
 	o.StoreCall("join", time.Millisecond, nil)
 	o.PartitionStarted(1, 101)
 	o.PartitionStarted(3, 103)
@@ -736,5 +741,41 @@ leaderrun_reconcile_duration_seconds_count{name="jobs"} 1
 	}
 	if code, _, _ := get(t, o.Handler(), "/leader"); code != http.StatusNotFound {
 		t.Errorf("GET /leader of a partitioned replica = %d, want 404", code)
+	}
+}
+
+// TestSinceLastRenewCountsWhileStoreDown: a tenure that ends at its
+// deadline because the store is down does not reset the gauge to 0; it
+// goes on counting until the store answers (issue 37.16).
+func TestSinceLastRenewCountsWhileStoreDown(t *testing.T) {
+	o, clk := newTest(t)
+	o.StoreCall("acquire", time.Millisecond, nil)
+	o.Elected(1)
+	clk.Advance(time.Second)
+	o.StoreCall("renew", time.Millisecond, errDown)
+	clk.Advance(7 * time.Second)
+	o.Ended(lease.ErrDeadline)
+	clk.Advance(2 * time.Second)
+	if got, want := o.sinceLastRenew(), 10.0; got != want {
+		t.Errorf("after the deadline, store down: sinceLastRenew = %v, want %v", got, want)
+	}
+	o.StoreCall("acquire", time.Millisecond, errDown)
+	clk.Advance(time.Second)
+	if got, want := o.sinceLastRenew(), 11.0; got != want {
+		t.Errorf("store still down: sinceLastRenew = %v, want %v", got, want)
+	}
+	o.StoreCall("acquire", time.Millisecond, held())
+	if got, want := o.sinceLastRenew(), 0.0; got != want {
+		t.Errorf("store answered: sinceLastRenew = %v, want %v", got, want)
+	}
+
+	// A tenure released with the store up: 0 at once.
+	o.StoreCall("acquire", time.Millisecond, nil)
+	o.Elected(2)
+	clk.Advance(time.Second)
+	o.StoreCall("release", time.Millisecond, nil)
+	o.Ended(lease.ErrReleased)
+	if got, want := o.sinceLastRenew(), 0.0; got != want {
+		t.Errorf("released: sinceLastRenew = %v, want %v", got, want)
 	}
 }

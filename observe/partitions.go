@@ -85,6 +85,7 @@ func (o *Observer) PartitionEnded(p int, cause error) {
 		return
 	}
 	delete(o.owned, p)
+	o.lapsed = len(o.owned) == 0 && o.failing
 	o.parts.owned.Set(float64(len(o.owned)))
 	o.parts.tokens.DeleteLabelValues(strconv.Itoa(p))
 	o.parts.moves.WithLabelValues("out").Inc()

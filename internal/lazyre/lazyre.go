@@ -28,3 +28,5 @@ func (r *Regexp) ReplaceAllString(src, repl string) string { return r.re().Repla
 func (r *Regexp) FindAllStringSubmatch(s string, n int) [][]string {
 	return r.re().FindAllStringSubmatch(s, n)
 }
+
+func (r *Regexp) FindStringSubmatch(s string) []string { return r.re().FindStringSubmatch(s) }

@@ -1,8 +1,6 @@
 package mysql
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 
 	driver "github.com/go-sql-driver/mysql"
@@ -50,19 +48,12 @@ func permanent(err error) bool {
 		}
 		return false
 	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		certInvalid      x509.CertificateInvalidError
-		verify           *tls.CertificateVerificationError
-	)
 	switch {
 	case errors.Is(err, driver.ErrNoTLS), errors.Is(err, driver.ErrCleartextPassword),
 		errors.Is(err, driver.ErrNativePassword), errors.Is(err, driver.ErrOldPassword),
 		errors.Is(err, driver.ErrUnknownPlugin), errors.Is(err, driver.ErrOldProtocol):
 		return true
-	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &certInvalid),
-		errors.As(err, &verify):
+	case lease.BadCertificate(err):
 		return true
 	}
 	return false

@@ -196,7 +196,10 @@ func TestManPage(t *testing.T) {
 	if stderr.Len() > 0 {
 		t.Errorf("man -l warns:\n%s", stderr.Bytes())
 	}
-	for _, want := range []string{"SYNOPSIS", "leaderrun [options] -- COMMAND", "LEADERRUN_KILL_GRACE"} {
+	// The description, exit statuses and examples of --help (issue 37.7).
+	for _, want := range []string{"SYNOPSIS", "leaderrun [options] -- COMMAND", "LEADERRUN_KILL_GRACE",
+		"DESCRIPTION\n       Every replica runs the same line", "EXIT STATUS\n       The exit status is the command's",
+		"124 not acquired within --acquire-timeout", "EXAMPLES\n       leaderrun --name relay -- ./relay --port 7000"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("rendered man page lacks %q", want)
 		}

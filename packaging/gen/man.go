@@ -14,14 +14,13 @@ func writeMan(w io.Writer, p program, version string) error {
 	b.WriteString(".SH NAME\n")
 	fmt.Fprintf(&b, "%s \\- %s\n", p.Name, roff(p.Usage))
 
-	synopsis, description := splitUsage(p.UsageText)
 	b.WriteString(".SH SYNOPSIS\n.nf\n")
-	for _, line := range synopsis {
+	for _, line := range strings.Split(strings.TrimSpace(p.UsageText), "\n") {
 		b.WriteString(roffLine(strings.TrimSpace(line)) + "\n")
 	}
+	description, examples, exit := splitDescription(p.Description)
 	b.WriteString(".fi\n.SH DESCRIPTION\n")
 	paragraphs(&b, description)
-
 	b.WriteString(".SH OPTIONS\n")
 	flagItems(&b, p.Flags)
 
@@ -33,6 +32,18 @@ func writeMan(w io.Writer, p program, version string) error {
 		}
 		paragraphs(&b, sentence(c.Usage)+"\n\n"+c.Description)
 		flagItems(&b, c.Flags)
+	}
+
+	if exit != "" {
+		b.WriteString(".SH EXIT STATUS\n")
+		paragraphs(&b, exit)
+	}
+	if len(examples) > 0 {
+		b.WriteString(".SH EXAMPLES\n.nf\n")
+		for _, l := range examples {
+			b.WriteString(roffLine(strings.TrimSpace(l)) + "\n")
+		}
+		b.WriteString(".fi\n")
 	}
 
 	b.WriteString(`.SH FILES
@@ -61,11 +72,22 @@ the default SQLite store when run as root.
 	return err
 }
 
-// splitUsage separates the synopsis lines at the top of a usage text from
-// the description after the first blank line.
-func splitUsage(text string) (synopsis []string, description string) {
-	head, rest, _ := strings.Cut(strings.TrimSpace(text), "\n\n")
-	return strings.Split(head, "\n"), rest
+// splitDescription separates the "Examples:" and "Exit status:"
+// paragraphs of the help's description, which have sections of their own
+// in a manual page, from the rest.
+func splitDescription(text string) (description string, examples []string, exit string) {
+	var rest []string
+	for _, para := range strings.Split(strings.TrimSpace(text), "\n\n") {
+		switch {
+		case strings.HasPrefix(para, "Examples:\n"):
+			examples = strings.Split(strings.TrimPrefix(para, "Examples:\n"), "\n")
+		case strings.HasPrefix(para, "Exit status: "):
+			exit = "The exit status is " + strings.TrimPrefix(para, "Exit status: ")
+		default:
+			rest = append(rest, para)
+		}
+	}
+	return strings.Join(rest, "\n\n"), examples, exit
 }
 
 // paragraphs renders blank-line separated paragraphs; a paragraph with

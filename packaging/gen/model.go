@@ -14,11 +14,12 @@ import (
 // program is what the man page and the completions say about leaderrun,
 // read from its urfave/cli definition.
 type program struct {
-	Name      string
-	Usage     string
-	UsageText string
-	Flags     []option
-	Commands  []command
+	Name        string
+	Usage       string
+	UsageText   string
+	Description string
+	Flags       []option
+	Commands    []command
 }
 
 type command struct {
@@ -67,7 +68,7 @@ func signalNames() []string {
 }
 
 func programOf(app *cli.App) (program, error) {
-	p := program{Name: app.Name, Usage: app.Usage, UsageText: app.UsageText}
+	p := program{Name: app.Name, Usage: app.Usage, UsageText: app.UsageText, Description: app.Description}
 	var err error
 	if p.Flags, err = flagsOf(app.VisibleFlags()); err != nil {
 		return program{}, err
