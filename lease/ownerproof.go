@@ -29,8 +29,11 @@ func (o *Owner) proveDead(watching, ctx context.Context) map[int]*holderWatch {
 		if p < len(g.Leases) {
 			rec = g.Leases[p]
 		}
-		e := o.elector(p)
 		old := o.watches[p]
+		if old == nil && (rec.Where == "" || !rec.Held() || rec.Holder == o.Member) {
+			continue // nothing to watch, and no watch to stop
+		}
+		e := o.elector(p)
 		w := e.watchHolder(watching, old, rec, e.logger())
 		switch {
 		case w == nil:
