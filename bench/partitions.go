@@ -33,6 +33,9 @@ func (l *partLog) stopOf(start mark) (mark, bool) {
 	var found mark
 	ok := false
 	for _, s := range l.stops[start.Pid] {
+		if s.Partition != start.Partition || s.Token != start.Token {
+			continue // another child's, that reused the pid of one killed without a stop mark
+		}
 		if s.At >= start.At && (!ok || s.At < found.At) {
 			found, ok = s, true
 		}

@@ -45,13 +45,25 @@ func TestParseStraceTrace(t *testing.T) {
 
 func TestPartLogStopOfReusedPid(t *testing.T) {
 	l := &partLog{stops: map[int][]mark{}, cur: map[int]mark{}}
-	first := mark{Pid: 7, At: 100, Partition: 1}
-	l.stops[7] = []mark{{Pid: 7, At: 150}}
+	first := mark{Pid: 7, At: 100, Partition: 1, Token: "5"}
+	l.stops[7] = []mark{{Pid: 7, At: 150, Partition: 1, Token: "5"}}
 	reused := mark{Pid: 7, At: 200, Partition: 2}
 	if _, ok := l.stopOf(first); !ok {
 		t.Error("the first child's stop was not found")
 	}
 	if _, ok := l.stopOf(reused); ok {
 		t.Error("a reused pid's child was taken as stopped by its predecessor's stop mark")
+	}
+}
+
+// A child killed without a stop mark (SIGKILL) whose pid a child of another
+// partition reuses has not stopped when that child does: taking the later
+// mark as its stop counted an overlap that never was.
+func TestPartLogStopOfKilledChildWhosePidIsReused(t *testing.T) {
+	l := &partLog{stops: map[int][]mark{}, cur: map[int]mark{}}
+	killed := mark{Pid: 7, At: 100, Partition: 1, Token: "5"}
+	l.stops[7] = []mark{{Pid: 7, At: 300, Partition: 2, Token: "9"}} // the reuser's stop
+	if stop, ok := l.stopOf(killed); ok {
+		t.Errorf("the killed child was taken as stopped by %+v, the stop of another partition's child", stop)
 	}
 }

@@ -67,6 +67,21 @@ type Owner struct {
 	Clock   Clock
 	Observe func(op string, took time.Duration, err error)
 
+	// Prover, when set, watches the partitions that other members hold on
+	// this host (records with a Where, Tenure.Annotate), as an Elector's
+	// Prover watches a single name's holder. Once it has proved such a
+	// member dead and a partition's command tree gone, the owner removes
+	// the member from the group (Store.Leave), and takes each of its
+	// partitions that it is the heir of with Store.Seize, each only after
+	// that partition's own proof, instead of at the lease's expiry.
+	Prover Prover
+
+	// Owned by the reconcile loop: the Prover's watch of each partition
+	// another member holds, and the members proved dead whose Leave was
+	// sent (until the view no longer shows them).
+	watches map[int]*holderWatch
+	buried  map[string]bool
+
 	mu      sync.Mutex // guards the fields below
 	held    map[int]*owned
 	holdOff map[int]time.Time // partitions not to acquire before then
@@ -116,7 +131,7 @@ func (o *Owner) elector(p int) *Elector {
 	}
 	return &Elector{Store: o.Store, Name: PartitionKey(o.Group, p), Holder: o.Member,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-		Logger: logger, Clock: o.Clock, Observe: o.Observe}
+		Logger: logger, Clock: o.Clock, Observe: o.Observe, Prover: o.Prover}
 }
 
 // Held lists the partitions the owner holds now, handed off or not, in
@@ -187,11 +202,12 @@ func (o *Owner) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); o.renewRounds(background) }()
 	go func() { defer wg.Done(); o.waitChanges(watching) }()
 	defer func() { stop(); wg.Wait() }()
+	defer o.stopWatches()
 
 	interval := orDefault(o.ReconcileInterval, DefaultReconcileInterval)
 	for {
 		start := o.clock()()
-		next := o.reconcile(ctx)
+		next := o.reconcile(ctx, watching)
 		o.observe("reconcile", o.clock()()-start, nil)
 		wait := min(interval, time.Until(next))
 		t := time.NewTimer(max(wait, 0))
@@ -376,8 +392,12 @@ func (o *Owner) poke() {
 
 // reconcile hands off what the owner holds outside its target and acquires
 // the target's free partitions, and returns when it should look again
-// (a member's or a wanted partition's expiry).
-func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
+// (a member's or a wanted partition's expiry). With a Prover, it also
+// watches, for as long as watching lasts, the partitions that other
+// members hold on this host, removes a member proved dead from the group
+// and seizes the partitions it wants whose old tree is proved gone.
+func (o *Owner) reconcile(ctx, watching context.Context) (next time.Time) {
+	proved := o.proveDead(watching, ctx)
 	now := time.Now()
 	next = now.Add(orDefault(o.ReconcileInterval, DefaultReconcileInterval))
 	soon := func(d time.Duration) {
@@ -431,6 +451,10 @@ func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
 			soon(until.Sub(now))
 			continue
 		}
+		if w := proved[p]; w != nil && g.Leases[p].Reserved == 0 && SameTenure(w.rec, g.Leases[p]) {
+			want = append(want, p) // seized below
+			continue
+		}
 		if wait := g.Leases[p].Blocks(o.Member); wait > 0 {
 			soon(wait)
 			continue
@@ -455,7 +479,7 @@ func (o *Owner) reconcile(ctx context.Context) (next time.Time) {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := o.acquire(ctx, p, target[p] != o.Member, g.Leases[p]); err != nil {
+		if err := o.acquire(ctx, p, target[p] != o.Member, g.Leases[p], proved[p]); err != nil {
 			o.logger().Warn("cannot acquire partition; will retry", "partition", p, "err", err)
 			break // the store is in trouble: the next reconcile tries again
 		}
@@ -490,14 +514,25 @@ func heir(group string, p int, target, live []string, rec Record) string {
 
 // acquire takes partition p and starts its tenure. A partition taken for
 // a reservation (not the owner's target) is kept until the reservation
-// ends.
-func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record) error {
+// ends. With dead, the Prover's complete proof that seen's holder is dead
+// and its tree gone, it takes p with Store.Seize instead (seen must be
+// dead's tenure); a refused Seize spends the proof.
+func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record, dead *holderWatch) error {
 	e := o.elector(p)
 	sent := o.clock()()
 	actx, cancel := context.WithTimeout(ctx, o.RetryPeriod)
-	rec, err := o.Store.Acquire(actx, e.Name, o.Member, o.LeaseDuration)
+	var rec Record
+	var err error
+	op := "acquire"
+	if dead != nil && SameTenure(dead.rec, seen) {
+		op = "seize"
+		rec, err = o.Store.Seize(actx, e.Name, o.Member, dead.rec, o.LeaseDuration)
+	} else {
+		dead = nil
+		rec, err = o.Store.Acquire(actx, e.Name, o.Member, o.LeaseDuration)
+	}
 	cancel()
-	o.observe("acquire", o.clock()()-sent, err)
+	o.observe(op, o.clock()()-sent, err)
 	o.mu.Lock()
 	if o.unsure == nil {
 		o.unsure = map[int]bool{}
@@ -510,12 +545,18 @@ func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record) 
 	o.mu.Unlock()
 	var held *HeldError
 	switch {
+	case errors.As(err, &held) && dead != nil:
+		dead.spent = true
+		e.logger().Info("the member that held the partition on this host is dead, but the store refused the takeover; waiting as usual",
+			"dead_member", dead.rec.Holder, "err", err)
+		return nil
 	case errors.As(err, &held):
 		return nil // taken meanwhile, or not yet free: a later reconcile sees it
 	case err != nil:
 		return err
 	}
 	t := e.newTenure(rec, sent, true)
+	t.seized = dead != nil
 	h := &owned{t: t}
 	if reserved {
 		h.keepUntil = time.Now().Add(seen.Reserved)
@@ -531,7 +572,12 @@ func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record) 
 	o.mu.Lock()
 	o.held[p] = h
 	o.mu.Unlock()
-	e.logger().Info("acquired partition", "token", rec.Token)
+	if dead != nil {
+		e.logger().Info("took over the partition from a dead member on this host", "token", rec.Token,
+			"dead_member", dead.rec.Holder, "dead_token", dead.rec.Token)
+	} else {
+		e.logger().Info("acquired partition", "token", rec.Token)
+	}
 	o.Started(p, t)
 	return nil
 }

@@ -63,6 +63,10 @@ type member struct {
 	// stopDelay is how long its work takes to stop once its tenure ended.
 	stopDelay atomic.Int64
 	causes    sync.Map // partition → the cause its last tenure ended with
+	// where, when set, is annotated on every tenure, as leaderrun records
+	// where a partition's command runs; prover is the Owner's Prover.
+	where  string
+	prover lease.Prover
 }
 
 // failing is a handle that, once broken, fails every call, as a store
@@ -124,16 +128,22 @@ const (
 	reconcileI = 10 * time.Second
 )
 
-func startMember(t *testing.T, m *leasetest.Memory, w *works, id string) *member {
+func startMember(t *testing.T, m *leasetest.Memory, w *works, id string, opts ...func(*member)) *member {
 	mb := &member{store: &failing{Memory: m.Handle()}, done: make(chan error, 1)}
+	for _, opt := range opts {
+		opt(mb)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	mb.cancel = cancel
 	start := time.Now()
 	mb.o = &lease.Owner{Store: mb.store, Group: "ingest", Partitions: ownerN, Member: id,
 		LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR, ReconcileInterval: reconcileI,
-		Clock: func() time.Duration { return time.Since(start) },
+		Clock: func() time.Duration { return time.Since(start) }, Prover: mb.prover,
 		Started: func(p int, ten *lease.Tenure) {
 			w.start(p, id)
+			if mb.where != "" {
+				go ten.Annotate(ten.Context(), mb.where)
+			}
 			go func() {
 				<-ten.Context().Done()
 				mb.causes.Store(p, context.Cause(ten.Context()))
@@ -278,6 +288,40 @@ func TestSilentMemberLosesItsPartitions(t *testing.T) {
 		}
 		time.Sleep(ownerTTL - ownerG + ownerR + time.Second)
 		wantBounded(t, w.owners(ownerN), "b")
+		a.store.broken.Store(false)
+		a.leave(t)
+		b.leave(t)
+	})
+}
+
+// A member that dies on this host (its Prover proves it dead and each
+// partition's work gone) loses its partitions at once, not at the leases'
+// expiry; none is taken while it lives (works fails the test on an
+// overlap), though the survivor watches them all along.
+func TestDeadMemberOnThisHostLosesItsPartitionsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
+		prover := &fakeProver{dead: make(chan struct{})}
+		a := startMember(t, m, w, "a", func(mb *member) { mb.where = "here" })
+		b := startMember(t, m, w, "b", func(mb *member) { mb.prover = prover })
+		time.Sleep(time.Minute)
+		wantBounded(t, w.owners(ownerN), "a", "b")
+		if prover.calls.Load() == 0 {
+			t.Fatal("b watches none of a's partitions")
+		}
+		// SIGKILL: a stops, the proof kills its work.
+		mine := a.o.Held()
+		a.store.broken.Store(true)
+		for _, p := range mine {
+			w.stop(p, "a")
+		}
+		close(prover.dead)
+		time.Sleep(time.Second) // far less than the leases' TTL
+		wantBounded(t, w.owners(ownerN), "b")
+		g, err := m.GetGroup(context.Background(), "ingest")
+		if err != nil || slices.Contains(g.Identities(), "a") {
+			t.Errorf("group = %+v, %v; want a removed", g, err)
+		}
 		a.store.broken.Store(false)
 		a.leave(t)
 		b.leave(t)

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -178,56 +177,4 @@ func (s *single) endSignal(log *slog.Logger) *samehost.EndSignal {
 		return nil
 	}
 	return sig
-}
-
-// annotateAfter is how long after its command's fork a leader records
-// where it runs. The record is a store write that wakes every follower,
-// and each reads the record back: done at the fork, that work competes
-// with the new command's exec and start for the host's CPU, and waiting
-// made the hand-off faster in alternating benchmark runs
-// (bench/findings.md). Should this process die
-// before then, the name passes at the lease's expiry, as it would have
-// within the write's own few milliseconds.
-const annotateAfter = 20 * time.Millisecond
-
-// annotate records in the tenure's record, annotateAfter after the
-// command's start, where this process and its command c run and its end
-// signal sig (package samehost), so that a follower on this host can take the
-// name over at once should this process die or end the tenure; without
-// it, a crash hands the name over at the lease's expiry. It retries a
-// failed store call every renew interval, and ends with the tenure.
-func (s *single) annotate(ten *lease.Tenure, c child, sig *samehost.EndSignal, log *slog.Logger) {
-	started, ok := c.(interface{ StartTime() uint64 })
-	if !ok {
-		return // a fake in the loop's tests
-	}
-	w, err := samehost.Here(c.Pid(), started.StartTime())
-	if err != nil {
-		log.Debug("cannot tell where the command runs; should this process die, the name passes at the lease's expiry", "err", err)
-		return
-	}
-	w = sig.Mark(w)
-	select {
-	case <-time.After(annotateAfter):
-	case <-ten.Context().Done():
-		return
-	}
-	for {
-		ctx, cancel := context.WithTimeout(ten.Context(), s.cfg.RetryPeriod)
-		err := ten.Annotate(ctx, w.String())
-		cancel()
-		switch {
-		case err == nil:
-			log.Debug("recorded where the command runs, for followers on this host", "where", w.String())
-			return
-		case ten.Context().Err() != nil, errors.Is(err, lease.ErrLost):
-			return
-		}
-		log.Warn("cannot record where the command runs; retrying (until then, should this process die, the name passes at the lease's expiry)", "err", err)
-		select {
-		case <-time.After(s.cfg.RetryPeriod):
-		case <-ten.Context().Done():
-			return
-		}
-	}
 }

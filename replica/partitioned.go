@@ -75,6 +75,7 @@ func (pr *partitioned) run() error {
 		ReconcileTimeout:  reconcileTimeout(rc),
 		Started:           pr.started,
 		Logger:            pr.log, Clock: pr.clock, Observe: pr.report.storeCall,
+		Prover: pr.prover(),
 	}
 	pr.mu.Unlock()
 	pr.report.joining()
@@ -127,6 +128,7 @@ func (pr *partitioned) servePartition(p int, t *lease.Tenure) {
 			delete(pr.running, p)
 		} else {
 			pr.running[p] = c
+			go pr.annotate(t, c, nil, log)
 		}
 	}, nil)
 	pr.report.partitionEnded(p, t, end.status, end.exited)

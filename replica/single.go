@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
-	"github.com/leaderrun/leaderrun/samehost"
 )
 
 // single runs the campaign → tenure → release cycle for one name, as
@@ -57,7 +56,7 @@ func (s *single) useStore(store lease.Store) {
 		Store: store, Name: rc.Name, Holder: s.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		Logger: s.log, Observe: s.report.storeCall, Clock: s.clock,
-		Prover: &samehost.Prover{Logger: s.log},
+		Prover: s.prover(),
 	}
 }
 
