@@ -28,15 +28,20 @@ KUBE_APISERVER = $(shell $(GO) env GOCACHE)/leaderrun/kube-apiserver-v1.37.2
 kube-apiserver:
 	test -x $(KUBE_APISERVER) || { cd internal/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
 
-# Every package but the chaos suite, then the chaos suite alone (its
+# The packages whose tests run under the race detector: the lease and the
+# stores, supervision, signals, configuration, the replica (its loop tests)
+# and the command line. They run only there, not a second time without it:
+# the stores' suites are most of the suite's time.
+RACE_PKGS = ./lease/... ./supervise/... ./signals/... ./config/... ./replica/... ./cmd/...
+
+# Every other package but the chaos suite, then the chaos suite alone (its
 # TTL-bound checks missed on a loaded 2-core machine while the scripts ran
-# beside it), then the lease, supervision and command packages again under
-# the race detector (the replica's loop tests are in ./replica).
+# beside it), then RACE_PKGS under the race detector.
 test: vet
 	CGO_ENABLED=0 $(GO) build ./...
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/chaos$$')
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -x -F -e "$$($(GO) list -e ./chaos)" $$($(GO) list $(RACE_PKGS) | sed 's/^/-e /'))
 	$(GO) test $(TESTFLAGS) ./chaos
-	GORACE=atexit_sleep_ms=0 $(GO) test $(TESTFLAGS) -race ./lease/... ./supervise/... ./signals/... ./config/... ./replica/... ./cmd/...
+	GORACE=atexit_sleep_ms=0 $(GO) test $(TESTFLAGS) -race $(RACE_PKGS)
 
 # Deliberate bugs the tests must catch (testdata/mutants): every one run.
 mutants:
