@@ -29,12 +29,12 @@ kube-apiserver:
 # Every package but the chaos suite, then the chaos suite alone (its
 # TTL-bound checks missed on a loaded 2-core machine while the scripts ran
 # beside it), then the lease, supervision and command packages again under
-# the race detector (the leader loop's tests are in ./cmd).
+# the race detector (the replica's loop tests are in ./replica).
 test: vet
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/chaos$$')
 	$(GO) test $(TESTFLAGS) ./chaos
-	GORACE=atexit_sleep_ms=0 $(GO) test $(TESTFLAGS) -race ./lease/... ./supervise/... ./signals/... ./config/... ./cmd/...
+	GORACE=atexit_sleep_ms=0 $(GO) test $(TESTFLAGS) -race ./lease/... ./supervise/... ./signals/... ./config/... ./replica/... ./cmd/...
 
 # Deliberate bugs the tests must catch (testdata/mutants): every one run.
 mutants:

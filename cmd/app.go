@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -16,8 +15,8 @@ import (
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/internal/lazyre"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/signals"
-	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // Version is set at build time with -ldflags "-X .../cmd.Version=v1.2.3".
@@ -99,7 +98,7 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 			if err != nil {
 				return err
 			}
-			return runLeader(c.Context, sigs, cfg, logs.logger(c.App.ErrWriter))
+			return runReplica(c.Context, sigs, cfg, logs.logger(c.App.ErrWriter))
 		},
 		Commands: withUsageErrors(
 			statusCommand(),
@@ -188,17 +187,10 @@ func runFlags() []cli.Flag {
 	}
 }
 
-// runConfig is everything runLeader needs beyond config.Config.
+// runConfig is the replica's configuration and the wiring's own options.
 type runConfig struct {
-	config.Config
-	StopSignal syscall.Signal
-	StopOn     signals.StopOn // received signals that stop; the rest are forwarded
-	HTTPAddr   string
-	// Namespace is what --pid-namespace chose; NamespaceWarning, when not
-	// empty, says why the default could not tie the command's tree to
-	// leaderrun's life.
-	Namespace        supervise.Namespace
-	NamespaceWarning string
+	replica.Config
+	HTTPAddr string
 }
 
 // configFrom reads and validates the options; every problem is reported at
@@ -214,7 +206,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 	if err != nil {
 		return runConfig{}, nil, err
 	}
-	rc := runConfig{Config: config.Config{
+	rc := runConfig{Config: replica.Config{Config: config.Config{
 		Name:     c.String("name"),
 		Store:    store,
 		Identity: c.String("identity"),
@@ -233,7 +225,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 		Partitions:        c.Int("partitions"),
 		ReconcileInterval: c.Duration("reconcile-interval"),
 		ReconcileTimeout:  c.Duration("reconcile-timeout"),
-	}}
+	}}}
 	var problems []string
 	// A zero the user wrote is not "the default": say so.
 	for _, opt := range []string{"ttl", "renew-interval", "renew-deadline", "kill-grace", "reconcile-interval", "reconcile-timeout", "acquire-timeout"} {

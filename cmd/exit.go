@@ -7,6 +7,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/supervise"
 )
 
@@ -20,9 +21,6 @@ const (
 	ExitNotExecutable  = 126 // the command exists but cannot be executed
 	ExitNotFound       = 127 // the command does not exist
 )
-
-// errAcquireTimeout ends a campaign that ran out of --acquire-timeout.
-var errAcquireTimeout = errors.New("lease not acquired within --acquire-timeout")
 
 // usageError marks an error in what the user typed.
 type usageError struct{ err error }
@@ -40,16 +38,17 @@ func exitCode(err error) int {
 	var (
 		usage *usageError
 		field *config.FieldError
+		cfg   *replica.ConfigError
 	)
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &usage), errors.As(err, &field), errors.Is(err, lease.ErrRefused),
+	case errors.As(err, &usage), errors.As(err, &field), errors.As(err, &cfg), errors.Is(err, lease.ErrRefused),
 		errors.Is(err, supervise.ErrNamespace):
 		return ExitUsage
 	case errors.Is(err, errNoSuchLease), errors.Is(err, lease.ErrNoStore):
 		return ExitNoSuchLease
-	case errors.Is(err, errAcquireTimeout), errors.Is(err, errNoNewLeader):
+	case errors.Is(err, replica.ErrAcquireTimeout), errors.Is(err, errNoNewLeader):
 		return ExitAcquireTimeout
 	case errors.Is(err, supervise.ErrNotFound):
 		return ExitNotFound

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/supervise"
 )
 
@@ -27,7 +28,8 @@ func TestExitCode(t *testing.T) {
 		{usagef("unexpected argument %q", "x"), ExitUsage},
 		{fmt.Errorf("validate: %w", &config.FieldError{Option: "--ttl"}), ExitUsage},
 		{fmt.Errorf("open store: %w", lease.ErrRefused), ExitUsage},
-		{fmt.Errorf("lease %q: %w", "x", errAcquireTimeout), ExitAcquireTimeout},
+		{&replica.ConfigError{Err: errors.New("run in the other mode")}, ExitUsage},
+		{fmt.Errorf("lease %q: %w", "x", replica.ErrAcquireTimeout), ExitAcquireTimeout},
 		{fmt.Errorf("step-down of %q: %w", "x", errNoNewLeader), ExitAcquireTimeout},
 		{fmt.Errorf("lease %q: nobody holds it: %w", "x", errStepDownRefused), ExitFailure},
 		{fmt.Errorf("lease %q: %w", "x", errNoSuchLease), ExitNoSuchLease},

@@ -1,5 +1,6 @@
 // Package cmd is leaderrun's command line: it parses options, wires the
-// election loop to the supervised child, and decides the exit code.
+// replica (package replica) to the signals, the HTTP endpoints and
+// systemd, and decides the exit code.
 package cmd
 
 import (
@@ -15,6 +16,7 @@ import (
 	// Every leaderrun process starts faster with its heap made resident
 	// at once (see the package); its initialiser runs among the first.
 	_ "github.com/leaderrun/leaderrun/internal/prefault"
+	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/supervise"
 )
 
@@ -32,13 +34,13 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = app.Run(flags)
 	}
-	var exit *childExit
+	var exit *replica.Exit
 	if errors.As(err, &exit) {
-		if exit.status.Signal != 0 {
-			passOnLine(stderr, flags, exit.status)
-			supervise.Reraise(exit.status) // returns at once as PID 1
+		if exit.Status.Signal != 0 {
+			passOnLine(stderr, flags, exit.Status)
+			supervise.Reraise(exit.Status) // returns at once as PID 1
 		}
-		return exit.status.ExitCode()
+		return exit.Status.ExitCode()
 	}
 	if errors.Is(err, errReaderGone) {
 		// Quiet, with the status that SIGPIPE gives any other program
@@ -78,12 +80,6 @@ func splitCommand(args []string) (own, command []string) {
 	}
 	return args[:i], args[i+1:]
 }
-
-// childExit carries the child's final status out of the app, so Main can
-// return or re-raise it.
-type childExit struct{ status supervise.Status }
-
-func (e *childExit) Error() string { return "child " + e.status.String() }
 
 // passOnLine is leaderrun's last log line when its command died by a
 // signal: leaderrun passes that signal on, by dying by it (its parent then

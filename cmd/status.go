@@ -6,18 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/observe"
+	"github.com/leaderrun/leaderrun/replica"
 )
 
 // ExitNoSuchLease is status's exit code for a name the store has never
@@ -44,19 +42,19 @@ func openStore(c *cli.Context) (lease.Store, error) {
 	}
 	byDefault := dsn == ""
 	if byDefault {
-		dsn, _ = defaultStore()
+		dsn, _ = replica.DefaultStore()
 	}
 	if err := environ.Hide(); err != nil {
 		warnLine(c.App.ErrWriter, "cannot make this process non-dumpable; other processes of its user can read its memory: "+err.Error())
 	}
 	s, err := lease.OpenWith(c.Context, dsn, lease.OpenOptions{Existing: true})
 	if err != nil && byDefault {
-		return nil, fmt.Errorf("open store: %w", defaultStoreError(err))
+		return nil, fmt.Errorf("open store: %w", replica.DefaultStoreError(err))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if err := scrubCredentials(s); err != nil {
+	if err := replica.ScrubCredentials(s); err != nil {
 		warnLine(c.App.ErrWriter, "cannot blank the store's credentials in /proc/self/environ: "+err.Error())
 	}
 	return s, nil
@@ -124,81 +122,21 @@ func runStatus(c *cli.Context) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if name != "" {
-			return enc.Encode(jsonRecord(recs[0]))
+			return enc.Encode(observe.ViewRecord(recs[0]))
 		}
-		out := make([]recordJSON, 0, len(recs))
+		out := make([]observe.RecordView, 0, len(recs))
 		for _, r := range recs {
-			out = append(out, jsonRecord(r))
+			out = append(out, observe.ViewRecord(r))
 		}
 		return enc.Encode(out)
 	}
 	return printTable(w, recs)
 }
 
-// recordJSON is the stable JSON shape of a lease for scripts.
-type recordJSON struct {
-	Name     string     `json:"name"`
-	State    string     `json:"state"` // held, released or expired
-	Holder   string     `json:"holder"`
-	Token    int64      `json:"token"`
-	Acquired *time.Time `json:"acquired"`
-	Renewed  *time.Time `json:"renewed"`
-	Expires  *time.Time `json:"expires"`
-	// ExpiresIn is the time left in seconds as the store measured it; 0
-	// once released or expired.
-	ExpiresIn float64 `json:"expires_in_seconds"`
-}
-
-func jsonRecord(r lease.Record) recordJSON {
-	return recordJSON{
-		Name: r.Name, State: r.State(), Holder: r.Holder, Token: r.Token,
-		Acquired: optTime(r.Acquired), Renewed: optTime(r.Renewed), Expires: optTime(r.Expires),
-		ExpiresIn: seconds(timeLeft(r)),
-	}
-}
-
-// groupJSON is the stable JSON shape of a name run with --partitions.
-type groupJSON struct {
-	Name       string          `json:"name"`
-	Partitions int             `json:"partitions"`
-	Members    []memberJSON    `json:"members"`
-	Leases     []partitionJSON `json:"leases"` // one per partition, in order
-}
-
-type memberJSON struct {
-	Identity  string  `json:"identity"`
-	Owns      int     `json:"owns"` // partitions it holds
-	ExpiresIn float64 `json:"expires_in_seconds"`
-}
-
-type partitionJSON struct {
-	Partition int `json:"partition"`
-	recordJSON
-}
-
-func jsonGroup(g lease.Group) groupJSON {
-	out := groupJSON{Name: g.Name, Partitions: g.Partitions, Members: []memberJSON{}, Leases: []partitionJSON{}}
-	owns := map[string]int{}
-	for p, r := range g.Leases {
-		if r.Name == "" {
-			r.Name = lease.PartitionKey(g.Name, p)
-		}
-		out.Leases = append(out.Leases, partitionJSON{Partition: p, recordJSON: jsonRecord(r)})
-		if r.Held() {
-			owns[r.Holder]++
-		}
-	}
-	for _, m := range g.Members {
-		out.Members = append(out.Members, memberJSON{Identity: m.Identity, Owns: owns[m.Identity],
-			ExpiresIn: seconds(m.Remaining)})
-	}
-	return out
-}
-
 // printGroup prints a partitioned name: its members, then its partitions.
 func printGroup(c *cli.Context, g lease.Group) error {
 	w := c.App.Writer
-	gj := jsonGroup(g)
+	gj := observe.ViewGroup(g)
 	if c.Bool("json") {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -208,11 +146,11 @@ func printGroup(c *cli.Context, g lease.Group) error {
 	if len(g.Members) == 1 {
 		members = "live member"
 	}
-	fmt.Fprintf(w, "%s: %d partitions, %d %s\n\n", shown(g.Name), g.Partitions, len(g.Members), members)
+	fmt.Fprintf(w, "%s: %d partitions, %d %s\n\n", observe.Shown(g.Name), g.Partitions, len(g.Members), members)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tOWNS\tEXPIRES IN")
 	for _, m := range gj.Members {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", shown(m.Identity), m.Owns, time.Duration(m.ExpiresIn*float64(time.Second)))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", observe.Shown(m.Identity), m.Owns, time.Duration(m.ExpiresIn*float64(time.Second)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -221,38 +159,17 @@ func printGroup(c *cli.Context, g lease.Group) error {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tSTATE\tHOLDER\tTOKEN\tACQUIRED\tRENEWED\tEXPIRES IN")
 	for p, r := range g.Leases {
-		state, holder, left := r.State(), shown(r.Holder), "-"
+		state, holder, left := r.State(), observe.Shown(r.Holder), "-"
 		if !r.Exists() {
 			state, holder = "free", "-"
 		}
 		if r.Held() {
-			left = timeLeft(r).String()
+			left = observe.TimeLeft(r).String()
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", p, state, holder, r.Token,
 			fmtTime(r.Acquired), fmtTime(r.Renewed), left)
 	}
 	return tw.Flush()
-}
-
-func timeLeft(r lease.Record) time.Duration {
-	if !r.Held() {
-		return 0
-	}
-	return r.Remaining.Round(time.Millisecond)
-}
-
-// seconds is d in seconds to the millisecond, as JSON shows it: 13.399,
-// never 13.399000000000001.
-func seconds(d time.Duration) float64 {
-	return float64(d.Round(time.Millisecond).Milliseconds()) / 1000
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC().Round(time.Millisecond)
-	return &t
 }
 
 func printTable(w io.Writer, recs []lease.Record) error {
@@ -261,9 +178,9 @@ func printTable(w io.Writer, recs []lease.Record) error {
 	for _, r := range recs {
 		left := "-"
 		if r.Held() {
-			left = timeLeft(r).String()
+			left = observe.TimeLeft(r).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shown(r.Name), r.State(), shown(r.Holder), r.Token,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", observe.Shown(r.Name), r.State(), observe.Shown(r.Holder), r.Token,
 			fmtTime(r.Acquired), fmtTime(r.Renewed), left)
 	}
 	return tw.Flush()
@@ -274,14 +191,4 @@ func fmtTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Round(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
-}
-
-// shown is s as an operator command prints it in text: as it is when it is
-// printable UTF-8 without spaces, else quoted, so that what a store holds
-// (a tampered record, say) can neither forge a line nor move the terminal.
-func shown(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) < 0 {
-		return s
-	}
-	return strconv.Quote(s)
 }

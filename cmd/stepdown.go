@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/observe"
 )
 
 // Defaults of step-down's options.
@@ -109,10 +110,10 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	w := c.App.Writer
 	if to != "" {
 		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; only %s may take over for %s\n",
-			name, shown(rec.Holder), rec.Token, shown(to), window)
+			name, observe.Shown(rec.Holder), rec.Token, observe.Shown(to), window)
 	} else {
 		fmt.Fprintf(w, "%s: asked %s (token %d) to step down; it may not take the name back for %s\n",
-			name, shown(rec.Holder), rec.Token, window)
+			name, observe.Shown(rec.Holder), rec.Token, window)
 	}
 	if !c.Bool("wait") {
 		return nil
@@ -129,9 +130,9 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 		return fmt.Errorf("step-down of %q: %w", name, err)
 	}
 	fmt.Fprintf(w, "%s: new leader %s (token %d) after %s\n",
-		name, shown(next.Holder), next.Token, time.Since(start).Round(time.Millisecond))
+		name, observe.Shown(next.Holder), next.Token, time.Since(start).Round(time.Millisecond))
 	if to != "" && next.Holder != to {
-		return fmt.Errorf("step-down of %q: %s took the name, not %s: %w", name, shown(next.Holder), to, errStepDownRefused)
+		return fmt.Errorf("step-down of %q: %s took the name, not %s: %w", name, observe.Shown(next.Holder), to, errStepDownRefused)
 	}
 	return nil
 }
@@ -201,7 +202,7 @@ func awaitNewLeader(ctx context.Context, log io.Writer, store lease.Store, old l
 			return lease.Record{}, context.Cause(ctx)
 		case err == nil && rec.Held() && rec.Token > old.Token && rec.Holder == old.Holder:
 			return rec, fmt.Errorf("%s took the name back (token %d): no other replica took it within the window: %w",
-				shown(rec.Holder), rec.Token, errStepDownRefused)
+				observe.Shown(rec.Holder), rec.Token, errStepDownRefused)
 		case err == nil && rec.Held() && rec.Token > old.Token:
 			return rec, nil
 		case err != nil && !errors.Is(err, lease.ErrNotFound):

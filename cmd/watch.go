@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/observe"
 	"github.com/leaderrun/leaderrun/signals"
 )
 
@@ -222,12 +223,12 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 		json.NewEncoder(e).Encode(ev)
 		return key
 	}
-	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(eventTime), event, shown(rec.Name))
+	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(eventTime), event, observe.Shown(rec.Name))
 	if rec.Holder != "" {
-		line += fmt.Sprintf(" holder=%s token=%d", shown(rec.Holder), rec.Token)
+		line += fmt.Sprintf(" holder=%s token=%d", observe.Shown(rec.Holder), rec.Token)
 	}
 	if successor != "" {
-		line += " successor=" + shown(successor)
+		line += " successor=" + observe.Shown(successor)
 	}
 	fmt.Fprintln(e, line)
 	return key
@@ -240,7 +241,7 @@ func (e *eventWriter) emitMember(event, group, member string) {
 		json.NewEncoder(e).Encode(ev)
 		return
 	}
-	fmt.Fprintf(e, "%s %-8s name=%s member=%s\n", ev.Time.Format(eventTime), event, shown(group), shown(member))
+	fmt.Fprintf(e, "%s %-8s name=%s member=%s\n", ev.Time.Format(eventTime), event, observe.Shown(group), observe.Shown(member))
 }
 
 // eventTime is the layout of an event's time: fixed width, so that lines

@@ -36,7 +36,7 @@
 // while it waits for a held name, asks the Prover to prove that holder
 // dead; once it has, Campaign takes the name at once with Store.Seize,
 // which succeeds only while the record still names the dead holder and
-// token. Package local proves it for holders on the same host. A Tenure
+// token. Package samehost proves it for holders on the same host. A Tenure
 // learns of a step-down request from the store's wake-up (Store.Wait), not
 // only at its next renewal.
 //

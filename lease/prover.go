@@ -13,7 +13,7 @@ import (
 // the tenure, and that everything it ran is gone. Campaign asks it about
 // every held record that carries a Where (Store.Annotate) and, once it has
 // proved that, takes the name with Store.Seize instead of waiting for the
-// lease to expire or the release to reach it. Package local implements it
+// lease to expire or the release to reach it. Package samehost implements it
 // for holders on this host.
 type Prover interface {
 	// Prove blocks while rec's holder lives and holds its tenure, and

@@ -1,4 +1,4 @@
-package cmd
+package replica
 
 import (
 	"context"
@@ -149,7 +149,7 @@ type partitionedReplica struct {
 func startPartitioned(t *testing.T, n int) *partitionedReplica {
 	rp := &partitionedReplica{t: t, m: &leasetest.Memory{}, ev: &events{},
 		started: make(chan *slowChild, n), errc: make(chan error, 1)}
-	rc := runConfig{Config: config.Config{Name: "ingest", Partitions: n, Timing: testTiming(),
+	rc := Config{Config: config.Config{Name: "ingest", Partitions: n, Timing: testTiming(),
 		RestartDelay: time.Second, Command: []string{"cmd"}}, StopSignal: syscall.SIGTERM}
 	rp.pr = newPartitioned(newReplica(rc, "a", slog.New(slog.DiscardHandler)))
 	rp.pr.dsn = testDSN(t, func() lease.Store { return namedReleases{Memory: rp.m.Handle(), ev: rp.ev} })

@@ -1,4 +1,4 @@
-package cmd
+package replica
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/observe"
 )
 
 // A partition whose command keeps failing on this replica is given up for a
@@ -29,7 +30,7 @@ const (
 // partitions to run and to stop, each a tenure of its own, served as a
 // single name's is.
 type partitioned struct {
-	*replica
+	*Replica
 	owner *lease.Owner // set by run once the store is open
 
 	// guarded by mu:
@@ -39,13 +40,14 @@ type partitioned struct {
 	served sync.WaitGroup // one per partition's tenure
 }
 
-func newPartitioned(r *replica) *partitioned {
-	pr := &partitioned{replica: r, running: map[int]child{}, failures: map[int]int{}}
+func newPartitioned(r *Replica) *partitioned {
+	pr := &partitioned{Replica: r, running: map[int]child{}, failures: map[int]int{}}
 	r.children = func() []child {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return slices.Collect(maps.Values(pr.running))
 	}
+	r.mode = pr
 	r.report.partitioned(r.cfg.Partitions, pr.view)
 	return pr
 }
@@ -92,7 +94,7 @@ func (pr *partitioned) run() error {
 
 // reconcileTimeout is --reconcile-timeout, or its default: long enough for
 // a hand-off that uses its whole kill grace.
-func reconcileTimeout(rc runConfig) time.Duration {
+func reconcileTimeout(rc Config) time.Duration {
 	if rc.ReconcileTimeout > 0 {
 		return rc.ReconcileTimeout
 	}
@@ -162,21 +164,14 @@ func (pr *partitioned) view() any {
 	pr.mu.Lock()
 	owner := pr.owner
 	pr.mu.Unlock()
-	v := partitionsView{Self: pr.holder, Owned: []int{}}
-	v.groupJSON = jsonGroup(lease.Group{Name: pr.cfg.Name, Partitions: pr.cfg.Partitions})
+	v := observe.PartitionsView{Self: pr.holder, Owned: []int{}}
+	v.GroupView = observe.ViewGroup(lease.Group{Name: pr.cfg.Name, Partitions: pr.cfg.Partitions})
 	if owner != nil {
 		g := owner.View()
 		if g.Name != "" {
-			v.groupJSON = jsonGroup(g)
+			v.GroupView = observe.ViewGroup(g)
 		}
 		v.Owned = append(v.Owned, owner.Held()...)
 	}
 	return v
-}
-
-// partitionsView is the body of GET /partitions.
-type partitionsView struct {
-	groupJSON
-	Self  string `json:"self"`  // this replica's identity
-	Owned []int  `json:"owned"` // the partitions it holds
 }

@@ -1,11 +1,11 @@
-package cmd
+package replica
 
 import (
 	"github.com/leaderrun/leaderrun/internal/environ"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// scrubCredentials blanks, in this process's environment, the variables
+// ScrubCredentials blanks, in this process's environment, the variables
 // that may hold the store's credentials: a child does not inherit them
 // (childEnv drops leaderrun's own options besides), and /proc/PID/environ
 // no longer shows them. Every command that opens a store calls it once the
@@ -19,7 +19,7 @@ import (
 // the variable an etcd DSN's password_env names. go-redis, the MySQL
 // driver and etcd's client read none: REDISCLI_AUTH, MYSQL_PWD and
 // ETCDCTL_PASSWORD are their command-line tools' and stay the command's.
-func scrubCredentials(store lease.Store) error {
+func ScrubCredentials(store lease.Store) error {
 	keys := []string{"LEADERRUN_STORE"}
 	if c, ok := store.(lease.Credentialed); ok {
 		keys = append(keys, c.CredentialEnv()...)

@@ -1,0 +1,233 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/samehost"
+)
+
+// successorWait bounds how long a leader stopped by a signal waits, after
+// its release, for the successor's command to run before it closes the
+// store and exits.
+const successorWait = 100 * time.Millisecond
+
+// successorQuiet is how long after its release a stopped leader leaves the
+// store alone before it first looks for the successor: a hand-off takes
+// about 10 ms, and a read sooner finds no successor yet while it competes
+// with the successor's read, acquire and start for the store's CPU (and,
+// on a shared host, for the host's): the pause made PostgreSQL's hand-off
+// faster in alternating benchmark runs (bench/findings.md).
+const successorQuiet = 20 * time.Millisecond
+
+// announceStop tells the followers on this host, through the tenure's end
+// signal, when a stop signal or a step-down that names no successor
+// (openStepDown) begins to end the tenure: the one that claims it takes
+// the name at once, while this replica's command stops, and starts its own
+// once the end signal or this process's death says that command's tree is
+// gone (a seize on PostgreSQL took 2 ms, the command's stop about 1 ms:
+// bench/findings.md). It returns when the tenure ends.
+func (s *single) announceStop(ten *lease.Tenure, sig *samehost.EndSignal) {
+	if sig == nil {
+		return
+	}
+	select {
+	case <-s.stopping:
+		if ten.Context().Err() == nil {
+			ten.Yield()
+			sig.Stopping()
+		}
+	case <-ten.Context().Done():
+		if openStepDown(ten) {
+			sig.Stopping() // the tenure no longer renews: nothing to yield
+		}
+	}
+}
+
+// openStepDown reports whether ten ended at a step-down request that names
+// no successor. Its reservation, in the record since the request, keeps
+// only this replica out, and a Seize honours it: a follower on this host
+// may take the name at the end signal, as after a stop signal. A successor
+// named with --to may run on another host, and another follower here may
+// claim the end signal first: the release, through the store, reaches it.
+func openStepDown(ten *lease.Tenure) bool {
+	rec, ok := ten.StepDownRequest()
+	return ok && rec.Successor == ""
+}
+
+// handBack ends a tenure whose command's whole tree is gone: it sends the
+// end signal, so that a follower on this host may take the name before a
+// release reaches it through the store (unless a release is to reserve
+// the name for another: a step-down with a successor, a partition's
+// hand-off; then after it), and releases. It reports whether the name was
+// released or taken over.
+func (s *single) handBack(ten *lease.Tenure, end tenureEnd, sig *samehost.EndSignal, log *slog.Logger) bool {
+	if end.reserved && !openStepDown(ten) {
+		return s.release(ten, log, end.why, false)
+	}
+	watched := sig.Watched()
+	sig.Send()
+	if watched && s.handedOver(ten) {
+		s.letGo(ten, end)
+		log.Info("tenure over; a follower on this host took the name at our end signal", "why", end.why)
+		return true
+	}
+	return s.release(ten, log, end.why, true)
+}
+
+// letGo ends a tenure that a follower took at the end signal. A replica
+// that campaigns on (its command exited, or it stepped down) releases it:
+// the store refuses (ErrLost), and lets go of what it kept for the tenure,
+// which on MySQL is the named lock that waiters on the store block on
+// until it is freed or the old lease expires. One that exits leaves it
+// (its sessions end with it) and stays off the new command's start.
+func (s *single) letGo(ten *lease.Tenure, end tenureEnd) {
+	if end.stopped || s.cfg.Once || s.stopped() {
+		ten.Abandon()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	ten.Release(ctx) // ErrLost: the name is the follower's
+}
+
+// handOverLook is how long after its end signal a leader that a follower
+// on this host watches first leaves the store alone, and handOverWait how
+// long in all it waits for that follower's seize before it releases: a
+// release sent at once raced the seize for the record (and, on PostgreSQL,
+// woke every listener) while the seize had to commit, and slowed it.
+const (
+	handOverLook = 5 * time.Millisecond
+	handOverWait = 50 * time.Millisecond
+)
+
+// handedOver reports whether another holder took the name after ten within
+// handOverWait of its end signal.
+func (s *single) handedOver(ten *lease.Tenure) bool {
+	return s.awaitNewer(ten, handOverLook, handOverWait, func(lease.Record) bool { return true })
+}
+
+// awaitSuccessor returns once another replica's command runs under the name
+// (the record shows a newer tenure, and where its command runs), or after
+// successorWait. Until then the store's connections stay open: closing a
+// PostgreSQL connection ends a server process, which costs the server
+// milliseconds of CPU (OpenSSL's cleanup, unmapping its memory), two or
+// three per replica. Closed at once, those land on the successor's read,
+// its acquire and its command's start, and slow the hand-off. It first
+// reads after successorQuiet. It returns at once when the store says
+// nobody else campaigns for the name, so that a lone --once run's SIGTERM
+// does not wait for nobody.
+func (s *single) awaitSuccessor(ten *lease.Tenure) {
+	if !s.othersCampaign() {
+		s.log.Debug("no other replica campaigns for the name; not waiting for a successor")
+		return
+	}
+	s.awaitNewer(ten, successorQuiet, successorWait, func(r lease.Record) bool { return r.Where != "" })
+}
+
+// othersCampaign reports whether another replica is a live candidate for
+// the name, or the store cannot tell (it is no lease.CandidateReader, or
+// its answer did not come within successorWait).
+func (s *single) othersCampaign() bool {
+	cr, ok := s.elector.Store.(lease.CandidateReader)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), successorWait)
+	defer cancel()
+	found, err := cr.OtherCandidates(ctx, s.cfg.Name, s.holder)
+	return err != nil || found
+}
+
+// awaitNewer leaves the store alone for quiet, then reads until the record
+// shows a tenure newer than ten for which ok holds (true), or until limit
+// (from the call) has passed or the store fails (false).
+func (s *single) awaitNewer(ten *lease.Tenure, quiet, limit time.Duration, ok func(lease.Record) bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	time.Sleep(quiet)
+	store := s.elector.Store
+	for {
+		rec, err := store.Get(ctx, s.cfg.Name)
+		switch {
+		case err != nil:
+			return false
+		case rec.Held() && rec.Token > ten.Token() && ok(rec):
+			return true
+		}
+		if store.Wait(ctx, s.cfg.Name, rec, limit) != nil || ctx.Err() != nil {
+			return false
+		}
+	}
+}
+
+// endSignal opens the tenure's end signal (package samehost), or returns nil:
+// without one, a graceful hand-over reaches a follower through the store
+// only. A tenure held for --hold-at-least gets none: its name must stay
+// taken until its lease expires.
+func (s *single) endSignal(log *slog.Logger) *samehost.EndSignal {
+	if s.cfg.HoldAtLeast > 0 {
+		return nil
+	}
+	sig, err := samehost.NewEndSignal()
+	if err != nil {
+		log.Debug("no end signal for followers on this host; a hand-over reaches them through the store", "err", err)
+		return nil
+	}
+	return sig
+}
+
+// annotateAfter is how long after its command's fork a leader records
+// where it runs. The record is a store write that wakes every follower,
+// and each reads the record back: done at the fork, that work competes
+// with the new command's exec and start for the host's CPU, and waiting
+// made the hand-off faster in alternating benchmark runs
+// (bench/findings.md). Should this process die
+// before then, the name passes at the lease's expiry, as it would have
+// within the write's own few milliseconds.
+const annotateAfter = 20 * time.Millisecond
+
+// annotate records in the tenure's record, annotateAfter after the
+// command's start, where this process and its command c run and its end
+// signal sig (package samehost), so that a follower on this host can take the
+// name over at once should this process die or end the tenure; without
+// it, a crash hands the name over at the lease's expiry. It retries a
+// failed store call every renew interval, and ends with the tenure.
+func (s *single) annotate(ten *lease.Tenure, c child, sig *samehost.EndSignal, log *slog.Logger) {
+	started, ok := c.(interface{ StartTime() uint64 })
+	if !ok {
+		return // a fake in the loop's tests
+	}
+	w, err := samehost.Here(c.Pid(), started.StartTime())
+	if err != nil {
+		log.Debug("cannot tell where the command runs; should this process die, the name passes at the lease's expiry", "err", err)
+		return
+	}
+	w = sig.Mark(w)
+	select {
+	case <-time.After(annotateAfter):
+	case <-ten.Context().Done():
+		return
+	}
+	for {
+		ctx, cancel := context.WithTimeout(ten.Context(), s.cfg.RetryPeriod)
+		err := ten.Annotate(ctx, w.String())
+		cancel()
+		switch {
+		case err == nil:
+			log.Debug("recorded where the command runs, for followers on this host", "where", w.String())
+			return
+		case ten.Context().Err() != nil, errors.Is(err, lease.ErrLost):
+			return
+		}
+		log.Warn("cannot record where the command runs; retrying (until then, should this process die, the name passes at the lease's expiry)", "err", err)
+		select {
+		case <-time.After(s.cfg.RetryPeriod):
+		case <-ten.Context().Done():
+			return
+		}
+	}
+}

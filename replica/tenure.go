@@ -1,0 +1,202 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/supervise"
+)
+
+// maxRestartDelay caps the growth of --restart-delay on repeated failures.
+const maxRestartDelay = time.Minute
+
+// minRestartBackoff is the least unit the restart delay doubles from, so
+// that a zero --restart-delay still backs off on repeated failures.
+const minRestartBackoff = 100 * time.Millisecond
+
+// restartDelay is how long to wait before campaigning again after the
+// command exited, when that was its failures-th failure in a row (0: it
+// succeeded): base for the first, then doubling, up to maxRestartDelay.
+// The doubling saturates; it never overflows, whatever failures is.
+func restartDelay(base time.Duration, failures int) time.Duration {
+	base = min(max(base, 0), maxRestartDelay)
+	if failures <= 1 {
+		return base
+	}
+	unit := max(base, minRestartBackoff)
+	shift := failures - 1
+	if shift >= 62 || unit > maxRestartDelay>>shift {
+		return maxRestartDelay
+	}
+	return min(unit<<shift, maxRestartDelay)
+}
+
+// child is what the loop uses of a running command: a *supervise.Child,
+// or a fake in the loop's tests.
+type child interface {
+	Pid() int
+	Done() <-chan struct{}
+	Signal(sig syscall.Signal) error
+	Stop() supervise.Status
+	StopWith(sig syscall.Signal) supervise.Status
+}
+
+// startChild starts a tenure's command.
+func startChild(spec supervise.Spec) (child, error) {
+	c, err := supervise.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// releaseTimeout bounds the hand-back of the name at the end of a tenure.
+const releaseTimeout = 5 * time.Second
+
+// countExit counts a command that ended on its own into failures (its
+// consecutive failures; 0 after a success) and returns the restart delay
+// before what comes next (again), which it logs: a crash loop at warning
+// level, where --log-level warn looks.
+func (r *Replica) countExit(failures *int, end tenureEnd, log *slog.Logger, again string) time.Duration {
+	if end.status.ExitCode() == 0 {
+		*failures = 0
+	} else {
+		*failures++
+	}
+	delay := restartDelay(r.cfg.RestartDelay, *failures)
+	if *failures >= 2 {
+		log.Warn("command keeps failing; backing off before "+again, "consecutive_failures", *failures,
+			"delay", delay, "last", end.why)
+	} else {
+		log.Info(again+" after the restart delay", "delay", delay, "consecutive_failures", *failures)
+	}
+	return delay
+}
+
+// tenureEnd is how a tenure's command ended.
+type tenureEnd struct {
+	// startErr is why the command did not start (a missing binary, no
+	// file descriptors left): the tenure ends as if it had failed at once.
+	startErr error
+	status   supervise.Status
+	exited   bool   // the command ended on its own
+	stopped  bool   // leaderrun's stop ended it: the run ends with its status
+	why      string // for the tenure's last log line
+	// reserved: a step-down or hand-off ended it, whose release reserves
+	// the name for another.
+	reserved bool
+}
+
+// serve runs the command for one tenure, with env, and returns how it
+// ended once it and every descendant are dead. publish is called with the
+// command once it started, and with nil once it ended, with mu held.
+// stopping tells serve to stop the command at once (nil: the tenure's end
+// says when, as a partition's hand-off on leaving); then, and when the
+// tenure ends after a stop signal, the command gets that signal.
+func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publish func(child), stopping <-chan struct{}) (end tenureEnd) {
+	// Hold mu from fork to publication, so that a signal arriving as the
+	// child starts waits for it instead of finding no child to forward to.
+	r.mu.Lock()
+	child, err := r.start(supervise.Spec{
+		Path:       r.cfg.Command[0],
+		Args:       r.cfg.Command,
+		Env:        env,
+		StopSignal: r.cfg.StopSignal,
+		KillGrace:  r.cfg.KillGrace,
+		Logger:     log,
+		Namespace:  r.cfg.Namespace,
+		Proved:     ten.Seized(),
+	})
+	if err == nil {
+		publish(child)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		// Not the end of leaderrun: give the lease back so that another
+		// replica can take it, and try again after the restart delay.
+		log.Error("command did not start; handing the lease back", "err", err)
+		code := codeNotExecutable
+		if errors.Is(err, supervise.ErrNotFound) {
+			code = codeNotFound
+		}
+		return tenureEnd{startErr: err, exited: true, status: supervise.Status{Code: code}, why: "command did not start"}
+	}
+	defer func() {
+		r.mu.Lock()
+		publish(nil)
+		r.mu.Unlock()
+	}()
+
+	select {
+	case <-child.Done():
+		end = tenureEnd{status: child.Stop(), exited: true} // Stop kills what the command left behind
+		log.Info("command exited", "status", end.status.String())
+		end.why = "command " + end.status.String()
+		return end
+	case <-ten.Context().Done():
+		cause := context.Cause(ten.Context())
+		end.why = cause.Error()
+		level := slog.LevelWarn
+		if errors.Is(cause, lease.ErrSteppedDown) || errors.Is(cause, lease.ErrHandedOff) {
+			level = slog.LevelInfo // planned: an operator or a hand-off asked for it
+			end.reserved = true
+		}
+		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", end.why)
+		if r.stopped() {
+			end.status = child.StopWith(r.signal())
+		} else {
+			end.status = child.Stop()
+		}
+	case <-stopping:
+		end.stopped, end.why = true, r.stopReason()
+		end.status = child.StopWith(r.signal())
+	}
+	log.Info("command stopped", "status", end.status.String())
+	return end
+}
+
+// release hands the name back, and reports whether it did, or whether a
+// follower on this host took it first after the end signal (signalled);
+// the child and its descendants are dead by now. Its log line is the
+// tenure's last and says why the tenure ended. A failed release never
+// changes the exit status.
+func (r *Replica) release(ten *lease.Tenure, log *slog.Logger, why string, signalled bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := ten.Release(ctx); {
+	case err == nil:
+		log.Info("tenure over; released the lease", "why", why)
+		return true
+	case errors.Is(err, lease.ErrLost) && signalled:
+		log.Info("tenure over; the lease was no longer ours to release (a follower on this host may have taken it at our end signal)", "why", why)
+		return true
+	case errors.Is(err, lease.ErrLost):
+		log.Info("tenure over; the lease was no longer ours to release", "why", why)
+	default:
+		log.Warn("tenure over; could not release the lease, it expires on its own", "why", why, "err", err)
+	}
+	return false
+}
+
+// childEnv is this process's environment without leaderrun's own options
+// (which may hold a store password), plus the tenure's identity and extra.
+func (r *Replica) childEnv(ten *lease.Tenure, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEADERRUN_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"LEADERRUN_NAME="+r.cfg.Name,
+		"LEADERRUN_HOLDER="+r.holder,
+		"LEADERRUN_TOKEN="+strconv.FormatInt(ten.Token(), 10))
+	return append(env, extra...)
+}
