@@ -1,4 +1,4 @@
-# The README's commands. `make test` is what CI runs.
+# The commands of CONTRIBUTING.md. `make test` is what CI runs.
 
 GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
@@ -48,6 +48,6 @@ mutants:
 	bash testdata/mutants/run.sh
 
 # CI's part of it: every patch applies and compiles, those marked
-# "# ci: run" are caught (README.md, "Deliberate bugs").
+# "# ci: run" are caught (CONTRIBUTING.md, "Deliberate bugs").
 mutants-ci:
 	bash testdata/mutants/run.sh --ci

@@ -435,7 +435,7 @@ func (r *report) machineSection(w *mdw) {
 	w.p("Every leaderrun replica runs with `LEADERRUN_PID_NAMESPACE=false`: the benchmark tells which replica")
 	w.p("runs a child by the child's parent pid, which in a PID namespace of the child's own is the namespace's")
 	w.p("init (1). As root the command still gets a cgroup of its own, so no stop scans /proc. The namespace's own")
-	w.p("cost is in the README (start to exec of `--once -- true`: 33–36 ms with it, 21–28 ms without).")
+	w.p("cost is in docs/guarantees.md (start to exec of `--once -- true`: 33–36 ms with it, 21–28 ms without).")
 	w.p("")
 	w.p("The machine is shared: other services (and other sessions' tests) ran on it. Every latency section")
 	w.p("therefore carries a baseline measured in the same run, interleaved with the samples: the same child")

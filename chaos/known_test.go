@@ -12,8 +12,8 @@ import (
 // Each known defect (knownDefects) has a deterministic reproduction here.
 // While the defect behaves as documented, the test logs it and passes
 // (fails with -chaos.strict); when its behaviour changes — fixed, or worse —
-// the test fails, so that knownDefects, the README and the test are updated
-// together.
+// the test fails, so that knownDefects, its documentation (L1: docs/stores/sqlite.md) and
+// the test are updated together.
 
 func reportKnown(t *testing.T, id, format string, args ...any) {
 	t.Helper()
@@ -26,7 +26,7 @@ func reportKnown(t *testing.T, id, format string, args ...any) {
 
 func fixedKnown(t *testing.T, id string) {
 	t.Helper()
-	t.Errorf("known defect %s no longer reproduces as documented: update knownDefects, the README and this test", id)
+	t.Errorf("known defect %s no longer reproduces as documented: update knownDefects, its documentation (docs/stores/sqlite.md for L1) and this test", id)
 }
 
 // D1: with --pid-namespace=false, SIGKILL of leaderrun kills the child

@@ -34,7 +34,7 @@ const (
 	// process's own uid and gid to themselves and owns a new PID and mount
 	// namespace: no privilege needed where the kernel allows unprivileged
 	// user namespaces. The command keeps its identity; it sees the
-	// differences the README lists (ids other than its own show as
+	// differences docs/guarantees.md lists (ids other than its own show as
 	// nobody, setuid and file capabilities do not raise privilege).
 	UserNamespace
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestDocumentedGrantsAreGrantSQL: the privileges the README and the
+// TestDocumentedGrantsAreGrantSQL: the privileges docs/stores/postgres.md and the
 // package documentation tell an administrator to grant are GrantSQL's,
 // which TestRolePrivileges proves sufficient. (They once listed SELECT,
 // INSERT and UPDATE on leases and candidates only: every Acquire prunes
@@ -18,7 +18,7 @@ func TestDocumentedGrantsAreGrantSQL(t *testing.T) {
 		t.Fatal("GrantSQL returned no GRANT")
 	}
 	for _, doc := range []struct{ file, prefix string }{
-		{"../../README.md", "    "},
+		{"../../docs/stores/postgres.md", "    "},
 		{"doc.go", "//\t"},
 	} {
 		data, err := os.ReadFile(doc.file)

@@ -13,7 +13,7 @@
 # compiled.
 #
 # Either way each patch needs a "# caught-by:" line, a "# ci:" line, and a
-# row of its own in README.md's mutants table whose last column repeats its
+# row of its own in CONTRIBUTING.md's mutants table whose last column repeats its
 # CI mode; the table has no row without a patch. A patch that lacks any of
 # these is BROKEN: a new mutant comes with its documentation.
 #
@@ -95,7 +95,7 @@ for p in testdata/mutants/*.patch; do
 	fi
 done
 
-# mutantRows prints "name mode" for each row of README.md's mutants table:
+# mutantRows prints "name mode" for each row of CONTRIBUTING.md's mutants table:
 # the table whose header begins "| mutant |", rows
 # "| `name` | promise | caught by | mode |".
 mutantRows() {
@@ -107,20 +107,20 @@ mutantRows() {
 			mode = $(NF - 1); gsub(/^ +| +$/, "", mode)
 			print name, mode
 		}
-	' README.md
+	' CONTRIBUTING.md
 }
 rows=$(mutantRows)
 
 caught=0 survived=0 broken=0 compiled=0
-# Rows of the README's table without a patch: the table says what runs.
+# Rows of CONTRIBUTING.md's table without a patch: the table says what runs.
 for row in $(echo "$rows" | cut -d' ' -f1); do
 	if [ ! -f "testdata/mutants/$row.patch" ]; then
-		printf '%-36s BROKEN   (a row in README.md'"'"'s mutants table, but no testdata/mutants/%s.patch)\n' "$row" "$row"
+		printf '%-36s BROKEN   (a row in CONTRIBUTING.md'"'"'s mutants table, but no testdata/mutants/%s.patch)\n' "$row" "$row"
 		broken=$((broken + 1))
 	fi
 done
 
-# Each patch: its header, its README row, and that it applies.
+# Each patch: its header, its CONTRIBUTING.md row, and that it applies.
 patches=()
 for p in testdata/mutants/*.patch; do
 	name=$(basename "$p" .patch)
@@ -132,7 +132,7 @@ for p in testdata/mutants/*.patch; do
 	elif [ "$mode" != run ] && [ "$mode" != apply-only ]; then
 		printf '%-36s BROKEN   (no "# ci: run" or "# ci: apply-only" line)\n' "$name"
 	elif ! grep -qxF "$name $mode" <<<"$rows"; then
-		printf '%-36s BROKEN   (README.md'"'"'s mutants table needs a row "| `%s` | promise | caught by | %s |")\n' "$name" "$name" "$mode"
+		printf '%-36s BROKEN   (CONTRIBUTING.md'"'"'s mutants table needs a row "| `%s` | promise | caught by | %s |")\n' "$name" "$name" "$mode"
 	elif ! git apply --check "$p" >"$log" 2>&1; then
 		printf '%-36s BROKEN   (does not apply any more; see %s)\n' "$name" "$log"
 	else
