@@ -66,10 +66,15 @@ func statusCommand() *cli.Command {
 		Usage:     "show holder, token and expiry of one name or every name",
 		UsageText: "leaderrun status [--json] [--store DSN] [NAME]",
 		Description: `Without --name, lists every name in the store (a partition of NAME as
-"NAME #P"). State is held, released or expired. For a name run with
---partitions, shows the number of partitions, the live members (how many
-partitions each holds) and every partition's holder, token and expiry.
-Exits 4 when --name names a lease the store has never seen.`,
+"NAME #P", which status also takes as NAME). State is held, released or
+expired. For a name run with --partitions, shows the number of partitions,
+the live members (how many partitions each holds) and every partition's
+holder, token and expiry. The store keeps every name it has seen; to forget
+one, delete its row or key in the store (see the store's section of the
+README).
+
+Exit status: 0 shown; 1 the store could not be read (unreachable, refused);
+4 NAME is a lease the store has never seen; 125 usage.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "show only this name (or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an object for --name, else an array"},
@@ -84,7 +89,12 @@ func runStatus(c *cli.Context) error {
 		return err
 	}
 	if name != "" {
-		if err := config.ValidateName(name); err != nil {
+		// A partition as the list shows it ("ingest #3") is a name too.
+		group, _, isPartition := lease.SplitPartitionKey(name)
+		if !isPartition {
+			group = name
+		}
+		if err := config.ValidateName(group); err != nil {
 			return err
 		}
 	}
@@ -129,6 +139,9 @@ func runStatus(c *cli.Context) error {
 			out = append(out, observe.ViewRecord(r))
 		}
 		return enc.Encode(out)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintf(c.App.ErrWriter, "leaderrun: no leases in %s yet: a name appears once a replica campaigns for it\n", store.Describe())
 	}
 	return printTable(w, recs)
 }

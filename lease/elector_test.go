@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -450,5 +451,26 @@ func TestStepDownHandsOverToSuccessor(t *testing.T) {
 		}
 		next.Release(context.Background())
 		(<-got).Release(context.Background())
+	})
+}
+
+// failingReleaseStore's Release fails as a store's does: its error names
+// the operation and the lease already.
+type failingReleaseStore struct{ *leasetest.Memory }
+
+func (s failingReleaseStore) Release(ctx context.Context, name, holder string, token int64) error {
+	return fmt.Errorf("release lease %q: connection reset", name)
+}
+
+// TestReleaseErrorNamedOnce: Tenure.Release does not repeat the context
+// the store's error has ("release lease "x": release lease "x": …", issue
+// 37.15); ErrLost, which carries none, gets it.
+func TestReleaseErrorNamedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ten := campaign(t, elector(failingReleaseStore{&leasetest.Memory{}}, "a", newFakeClock()))
+		err := ten.Release(context.Background())
+		if got, want := fmt.Sprint(err), `release lease "relay": connection reset`; got != want {
+			t.Errorf("Release = %q, want %q", got, want)
+		}
 	})
 }

@@ -37,7 +37,7 @@ func (p ErrorPolicy) Wrap(op string, err error, secrets []string) error {
 	if err == nil || passesThrough(err) {
 		return err
 	}
-	msg := fmt.Sprintf("%s: %v", op, err)
+	msg := fmt.Sprintf("%s: %s", op, oneLine(err.Error()))
 	cause := []error{err}
 	if errors.Is(err, ErrRefused) || BadCertificate(err) || (p.Permanent != nil && p.Permanent(err)) {
 		if BadCertificate(err) {
@@ -134,6 +134,17 @@ func Scrub(msg string, secrets []string) string {
 
 // oneLine folds every run of white space in s, line breaks included, into
 // one space.
+//
+// A line that repeats an earlier one is dropped: a driver that tried the
+// same server twice (pgx with sslmode=prefer: TLS, then without) joins the
+// same error twice.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.Join(strings.Fields(l), " ")
+		if l != "" && !slices.Contains(lines, l) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, " ")
 }

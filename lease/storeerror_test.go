@@ -95,6 +95,13 @@ func TestWrapIsOneLine(t *testing.T) {
 	if got, want := err.Error(), "acquire: server said: no way"; got != want {
 		t.Errorf("Wrap = %q, want %q", got, want)
 	}
+	// pgx with sslmode=prefer joins one error per attempt: the same
+	// FATAL twice is said once (issue 37.15).
+	fatal := "127.0.0.1:5432 (127.0.0.1): server error: FATAL: role \"x\" does not exist (SQLSTATE 28000)"
+	err = policy.Wrap("open", fmt.Errorf("failed to connect:\n\t%s\n\t%s", fatal, fatal), nil)
+	if got, want := err.Error(), "open: failed to connect: "+fatal; got != want {
+		t.Errorf("Wrap = %q, want %q", got, want)
+	}
 }
 
 // TestScrub: no form of a secret that a driver or parser may echo survives,

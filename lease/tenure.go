@@ -173,10 +173,12 @@ func (t *Tenure) Release(ctx context.Context) error {
 	err := t.e.Store.Release(ctx, t.e.Name, t.e.Holder, t.Record.Token)
 	t.e.observe("release", t.e.clock()()-start, err)
 	t.given()
-	if err != nil {
+	if err != nil && passesThrough(err) {
+		// The store's own errors name the operation and the lease; the
+		// sentinels it passes through do not.
 		return fmt.Errorf("release lease %q: %w", t.e.Name, err)
 	}
-	return nil
+	return err
 }
 
 // StepAside releases the name after asking the store to keep this holder

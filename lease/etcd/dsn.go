@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,6 +98,9 @@ func parseDSN(dsn string) (config, error) {
 	c.prefix = strings.TrimPrefix(path, "/")
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
+	}
+	if strings.HasSuffix(c.prefix, "/") || strings.Contains(c.prefix, "//") {
+		return c, fmt.Errorf("prefix %q: an empty segment (a trailing or doubled '/'); write it as %q", c.prefix, strings.Join(slices.DeleteFunc(strings.Split(c.prefix, "/"), func(s string) bool { return s == "" }), "/"))
 	}
 	if len(c.prefix) > maxPrefixLen || !prefixPattern.MatchString(c.prefix) {
 		return c, fmt.Errorf("prefix %q: want up to %d letters, digits, '.', '_' or '-', in segments separated by '/'", c.prefix, maxPrefixLen)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,5 +172,45 @@ func TestRegisteredSchemes(t *testing.T) {
 		if !errors.Is(err, lease.ErrRefused) || strings.Contains(err.Error(), "unknown scheme") || strings.Contains(err.Error(), secret) {
 			t.Errorf("lease.Open(%s://…) = %v, want this package's parse error", scheme, err)
 		}
+	}
+}
+
+// TestParseDSNPointsAtTheSlash: a trailing or doubled '/' in the prefix is
+// named as such, with the prefix meant (issue 37.8).
+func TestParseDSNPointsAtTheSlash(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"etcd://h1/app/":  `an empty segment (a trailing or doubled '/'); write it as "app"`,
+		"etcd://h1/a//b/": `write it as "a/b"`,
+	} {
+		if _, err := parseDSN(dsn); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseDSN(%q) = %v, want an error with %q", dsn, err, want)
+		}
+	}
+}
+
+// TestOpenNamesUnreachableEndpoints: endpoints where nothing listens are
+// named, each with its error, as soon as they refuse, instead of a bare
+// "context deadline exceeded" (issue 37.8).
+func TestOpenNamesUnreachableEndpoints(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close() // nothing listens there now
+	}
+	_, err := Open(context.Background(), "etcd://"+strings.Join(addrs, ",")+"/app")
+	if err == nil {
+		t.Fatal("Open succeeded with nothing listening")
+	}
+	for _, want := range append([]string{"no etcd endpoint reachable"}, addrs...) {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open = %v, want it to name %q", err, want)
+		}
+	}
+	if errors.Is(err, lease.ErrRefused) {
+		t.Errorf("Open = %v: refused, want it retried (the cluster may come up)", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,28 +155,79 @@ func (s *Store) checkAccess(ctx context.Context, tlsCfg *tls.Config, hosts []str
 			Then(clientv3.OpPut(probe, "")).
 			Else(clientv3.OpGet(probe, clientv3.WithPrefix(), clientv3.WithCountOnly())).
 			Commit()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer from %s within %v: %w", strings.Join(hosts, ", "), openTimeout, err)
+		}
 		access <- err
 	}()
-	if tlsCfg == nil {
-		return <-access
-	}
-	certs := make(chan error, 1)
-	go func() { certs <- diagnoseTLS(ctx, tlsCfg, hosts) }()
+	// gRPC says only "context deadline exceeded", after openTimeout, both
+	// for endpoints that cannot be reached and for certificates that do
+	// not verify: look for either at once, alongside.
+	diagnosis := make(chan error, 1)
+	go func() {
+		if err := unreachable(ctx, hosts); err != nil {
+			diagnosis <- err
+			return
+		}
+		if tlsCfg != nil {
+			if err := diagnoseTLS(ctx, tlsCfg, hosts); err != nil {
+				diagnosis <- lease.Refused(err)
+				return
+			}
+		}
+		diagnosis <- nil
+	}()
 	select {
 	case err := <-access:
 		cancel()
-		if cerr := <-certs; err != nil && cerr != nil {
-			return lease.Refused(cerr)
+		if derr := <-diagnosis; err != nil && derr != nil {
+			return derr
 		}
 		return err
-	case cerr := <-certs:
-		if cerr != nil {
+	case derr := <-diagnosis:
+		if derr != nil {
 			cancel()
 			<-access
-			return lease.Refused(cerr)
+			return derr
 		}
 		return <-access
 	}
+}
+
+// unreachable dials every host at once and returns an error that names
+// each one's failure when none accepts a TCP connection, else nil. It is
+// not a refusal: the cluster may come up.
+func unreachable(ctx context.Context, hosts []string) error {
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, addr := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			conn, err := tcpdial.New().DialContext(dctx, "tcp", addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			conn.Close()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // Open's own error says why
+	}
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Errorf("no etcd endpoint reachable: %s", strings.Join(msgs, "; "))
 }
 
 // Describe returns the DSN without its password and parameters.

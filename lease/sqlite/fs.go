@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -202,6 +204,10 @@ func prepare(path string, allowNetworkFS, existing bool) error {
 	// SQLite creates the -wal and -shm files next to the database, so the
 	// directory must be writable even when the database exists.
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) == nil && int(st.Uid) != os.Geteuid() {
+			return fmt.Errorf("%w%s", &fs.PathError{Op: "write to directory", Path: dir, Err: err}, otherOwner(st.Uid))
+		}
 		return &fs.PathError{Op: "write to directory", Path: dir, Err: err}
 	}
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -296,4 +302,19 @@ func mkdirPrivate(dir string) error {
 		return err
 	}
 	return os.Chmod(dir, 0o700)
+}
+
+// otherOwner explains why a store in another user's directory cannot be
+// opened, even by a command that only reads it (status, watch): SQLite
+// writes its -wal and -shm files next to the database to read it too.
+func otherOwner(uid uint32) string {
+	owner := fmt.Sprintf("uid %d", uid)
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		owner = u.Username
+	}
+	sudo := "sudo -u " + owner
+	if uid == 0 {
+		sudo = "sudo"
+	}
+	return fmt.Sprintf(" (the store belongs to %s: run leaderrun as %s, e.g. with %s; SQLite writes next to the database even to read it)", owner, owner, sudo)
 }
