@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/shed"
 )
 
 // Env marks the namespace's init. Its value is "FD SIGNAL GRACE NONCE":
@@ -177,6 +179,8 @@ func Run() int {
 		report(fd, EncodeStatus(code, 0))
 		return code
 	}
+	// Started: what the init still runs is a small loop.
+	shed.Executable()
 	poll := time.NewTicker(time.Second) // SIGCHLD may be lost in a full channel
 	defer poll.Stop()
 	for !c.reap() {
