@@ -16,9 +16,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # It embeds leaderrun-init, the small init of its PID namespaces (see
 # supervise/initprog.go), built first for this machine's architecture; -s -w
 # leave out the symbol table and DWARF, which no running leaderrun reads.
+OUT ?= leaderrun
 build:
 	$(MAKE) init-programs INIT_ARCHES=$$($(GO) env GOARCH)
-	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w -X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o leaderrun .
+	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w -X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o $(OUT) .
 
 # leaderrun-init for each of INIT_ARCHES, where leaderrun's build embeds it
 # (git ignores it). goreleaser and the Dockerfile run this before they

@@ -234,7 +234,9 @@ func (b *bench) initMemory(s *initSystem, sleep string) error {
 		return err
 	}
 	for _, c := range childPids(p.pid) {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c)); exe == b.lrBin {
+		// The init is leaderrun-init from its memfd, or leaderrun again.
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c))
+		if exe == b.lrBin || strings.HasPrefix(exe, "/memfd:leaderrun-init") {
 			if s.NSInit, err = readMem(c); err != nil {
 				return err
 			}

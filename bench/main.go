@@ -276,10 +276,13 @@ func (b *bench) setup(ctx context.Context, logDir string) error {
 			return err
 		}
 	} else {
-		b.progress("building leaderrun (CGO_ENABLED=0 go build -trimpath)")
+		// As `make build` builds it: with leaderrun-init embedded, stripped.
+		b.progress("building leaderrun (make build)")
 		b.lrBin = b.tmpPath("leaderrun")
-		if err := build(b.lrBin, "."); err != nil {
-			return err
+		cmd := exec.Command("make", "build", "OUT="+b.lrBin)
+		cmd.Dir = b.root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("make build: %v\n%s", err, out)
 		}
 	}
 	b.strace = lookPath("strace")
