@@ -75,6 +75,9 @@ func (b *bench) measureInit(runs int) *initResult {
 		}
 		r.Systems = append(r.Systems, &initSystem{Label: c.label, Argv: argv})
 	}
+	// The floor of any Go program as an init: the runtime's start, a fork
+	// and exec, a wait (bench/goinit).
+	r.Systems = append(r.Systems, &initSystem{Label: "a minimal Go init (floor)", Argv: []string{b.goInitBin}})
 	r.Systems = append(r.Systems,
 		&initSystem{Label: "leaderrun (default: PID namespace)", Argv: lr("true")},
 		&initSystem{Label: "leaderrun --pid-namespace=false", Argv: lr("false")})

@@ -65,21 +65,23 @@ type options struct {
 
 // bench is one run of the benchmark.
 type bench struct {
-	opt      options
-	root     string // module root
-	tmp      string
-	procs    *procs
-	lrBin    string
-	childBin string
-	strace   string
-	etcd     string
-	etcdctl  string
-	pg       *pgAdmin
-	pgNote   string // why PostgreSQL parts were skipped or changed
-	mysql    *mysqlAdmin
-	redis    *redisAdmin
-	etcdSrv  *etcdServer
-	etcdNote string // why etcd (and the peer) were not measured
+	opt   options
+	root  string // module root
+	tmp   string
+	procs *procs
+	lrBin string
+	// goInitBin is the floor of a Go init (bench/goinit), for "As an init".
+	goInitBin string
+	childBin  string
+	strace    string
+	etcd      string
+	etcdctl   string
+	pg        *pgAdmin
+	pgNote    string // why PostgreSQL parts were skipped or changed
+	mysql     *mysqlAdmin
+	redis     *redisAdmin
+	etcdSrv   *etcdServer
+	etcdNote  string // why etcd (and the peer) were not measured
 	// stores are the stores this run measures leaderrun on, in the order
 	// of storeNames; storeNotes says why one is missing.
 	stores     []*store
@@ -268,6 +270,10 @@ func (b *bench) setup(ctx context.Context, logDir string) error {
 	}
 	b.childBin = b.tmpPath("benchchild")
 	if err := build(b.childBin, "./bench/benchchild"); err != nil {
+		return err
+	}
+	b.goInitBin = b.tmpPath("goinit")
+	if err := build(b.goInitBin, "./bench/goinit"); err != nil {
 		return err
 	}
 	b.procs = newProcs(logDir, b.childBin)
