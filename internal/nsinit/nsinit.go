@@ -20,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -152,6 +153,9 @@ func Run() int {
 		os.Stderr.WriteString("leaderrun: namespace init: bad arguments\n")
 		return 125
 	}
+	// Run from a memfd through /proc/self/fd/N, the init's name would be N.
+	name := []byte("leaderrun-init\x00")
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
 	syscall.CloseOnExec(fd)
 	if err := unix.SetNonblock(fd, true); err != nil {
 		os.Stderr.WriteString("leaderrun: namespace init: status pipe: " + err.Error() + "\n")
