@@ -4,18 +4,33 @@ GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
 TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
-.PHONY: build test vet mutants mutants-ci kube-apiserver
+.PHONY: build init-programs test vet mutants mutants-ci kube-apiserver
 
 # The version a built binary reports: the git description of the checkout.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 # urfave_cli_no_docs leaves out urfave/cli's man and markdown writers, which
 # leaderrun never calls: their initialisers cost every process start (the
-# namespace's init, every client command) about 70 page faults. -s -w
+# namespace's init, every client command) about 70 page faults.
+#
+# It embeds leaderrun-init, the small init of its PID namespaces (see
+# supervise/initprog.go), built first for this machine's architecture; -s -w
 # strips the symbol table and DWARF, as the release build does (49 MB becomes
 # 34 MB); build without them to debug with dlv.
+OUT ?= leaderrun
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w -X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o leaderrun .
+	$(MAKE) init-programs INIT_ARCHES=$$($(GO) env GOARCH)
+	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w -X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o $(OUT) .
+
+# leaderrun-init for each of INIT_ARCHES, where leaderrun's build embeds it
+# (git ignores it). goreleaser and the Dockerfile run this before they
+# build leaderrun.
+INIT_ARCHES ?= amd64 arm64
+init-programs:
+	for arch in $(INIT_ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" \
+			-o supervise/initprog/$$arch/leaderrun-init ./internal/nsinit/leaderrun-init || exit 1; \
+	done
 
 vet:
 	$(GO) vet ./...

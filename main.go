@@ -4,13 +4,22 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/shed"
 	"github.com/leaderrun/leaderrun/signals"
 )
+
+// shedAfter is how long after its start a leaderrun process gives back the
+// pages of its executable (see package shed).
+const shedAfter = 2 * time.Second
 
 func main() {
 	sigs := make(chan os.Signal, 16)
 	signals.Notify(sigs) // first, before anything can start a child
+	// By then a replica has started and its command runs: most of the
+	// executable it touched while starting is never needed again.
+	time.AfterFunc(shedAfter, shed.Executable)
 	os.Exit(cmd.Main(sigs, os.Args, os.Stdout, os.Stderr))
 }

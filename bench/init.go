@@ -75,6 +75,9 @@ func (b *bench) measureInit(runs int) *initResult {
 		}
 		r.Systems = append(r.Systems, &initSystem{Label: c.label, Argv: argv})
 	}
+	// The floor of any Go program as an init: the runtime's start, a fork
+	// and exec, a wait (bench/goinit).
+	r.Systems = append(r.Systems, &initSystem{Label: "a minimal Go init (floor)", Argv: []string{b.goInitBin}})
 	r.Systems = append(r.Systems,
 		&initSystem{Label: "leaderrun (default: PID namespace)", Argv: lr("true")},
 		&initSystem{Label: "leaderrun --pid-namespace=false", Argv: lr("false")})
@@ -234,7 +237,9 @@ func (b *bench) initMemory(s *initSystem, sleep string) error {
 		return err
 	}
 	for _, c := range childPids(p.pid) {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c)); exe == b.lrBin {
+		// The init is leaderrun-init from its memfd, or leaderrun again.
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c))
+		if exe == b.lrBin || strings.HasPrefix(exe, "/memfd:leaderrun-init") {
 			if s.NSInit, err = readMem(c); err != nil {
 				return err
 			}

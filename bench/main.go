@@ -65,21 +65,23 @@ type options struct {
 
 // bench is one run of the benchmark.
 type bench struct {
-	opt      options
-	root     string // module root
-	tmp      string
-	procs    *procs
-	lrBin    string
-	childBin string
-	strace   string
-	etcd     string
-	etcdctl  string
-	pg       *pgAdmin
-	pgNote   string // why PostgreSQL parts were skipped or changed
-	mysql    *mysqlAdmin
-	redis    *redisAdmin
-	etcdSrv  *etcdServer
-	etcdNote string // why etcd (and the peer) were not measured
+	opt   options
+	root  string // module root
+	tmp   string
+	procs *procs
+	lrBin string
+	// goInitBin is the floor of a Go init (bench/goinit), for "As an init".
+	goInitBin string
+	childBin  string
+	strace    string
+	etcd      string
+	etcdctl   string
+	pg        *pgAdmin
+	pgNote    string // why PostgreSQL parts were skipped or changed
+	mysql     *mysqlAdmin
+	redis     *redisAdmin
+	etcdSrv   *etcdServer
+	etcdNote  string // why etcd (and the peer) were not measured
 	// stores are the stores this run measures leaderrun on, in the order
 	// of storeNames; storeNotes says why one is missing.
 	stores     []*store
@@ -270,16 +272,23 @@ func (b *bench) setup(ctx context.Context, logDir string) error {
 	if err := build(b.childBin, "./bench/benchchild"); err != nil {
 		return err
 	}
+	b.goInitBin = b.tmpPath("goinit")
+	if err := build(b.goInitBin, "./bench/goinit"); err != nil {
+		return err
+	}
 	b.procs = newProcs(logDir, b.childBin)
 	if b.opt.leaderrunBin != "" {
 		if b.lrBin, err = filepath.Abs(b.opt.leaderrunBin); err != nil {
 			return err
 		}
 	} else {
-		b.progress("building leaderrun (CGO_ENABLED=0 go build -trimpath)")
+		// As `make build` builds it: with leaderrun-init embedded, stripped.
+		b.progress("building leaderrun (make build)")
 		b.lrBin = b.tmpPath("leaderrun")
-		if err := build(b.lrBin, "."); err != nil {
-			return err
+		cmd := exec.Command("make", "build", "OUT="+b.lrBin)
+		cmd.Dir = b.root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("make build: %v\n%s", err, out)
 		}
 	}
 	b.strace = lookPath("strace")

@@ -64,6 +64,13 @@ func (r *report) initSection(w *mdw) {
 	w.p("Targets (issue 35):")
 	w.p("")
 	for _, s := range in.Systems {
+		if s.Err == "" && strings.HasPrefix(s.Label, "a minimal Go init") && tini > 0 {
+			p50 := summarize(s.Start).P50
+			w.p("* the floor, a minimal Go init (bench/goinit: the Go runtime's start, fork, exec, wait): start-to-exit p50 %s ms = %.1f × tini's",
+				ms(p50), float64(p50)/float64(tini))
+		}
+	}
+	for _, s := range in.Systems {
 		if s.Err != "" || !strings.HasPrefix(s.Label, "leaderrun") {
 			continue
 		}

@@ -26,7 +26,7 @@ import (
 // child's fatal signal so that leaderrun's parent sees it.
 func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	if supervise.IsNamespaceInit() {
-		return supervise.RunInit(sigs) // this process is --pid-namespace's init
+		return supervise.RunInit() // this process is --pid-namespace's init
 	}
 	flags, command := splitCommand(args)
 	app := newApp(sigs, command, output{stdout}, stderr)

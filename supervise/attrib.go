@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
@@ -23,7 +24,7 @@ import (
 // than stopping another Child's process.
 
 // tagEnv names the variable that tags a Child's descendants.
-const tagEnv = "LEADERRUN_SUPERVISOR_TAG"
+const tagEnv = nsinit.TagEnv
 
 // procID is a process: its pid and start time, so that a reused pid is
 // never taken for the process recorded under it.

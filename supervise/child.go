@@ -63,7 +63,6 @@ func Start(spec Spec) (*Child, error) {
 		tag:    newTag(),
 	}
 	c.spec.Env = append(c.spec.Env[:len(c.spec.Env):len(c.spec.Env)], tagEnv+"="+c.tag)
-	initStopReport() // before any fork: the command must not inherit it
 	c.tty = newTerminal(spec.Stdin)
 	if base := ""; !spec.noCgroup {
 		if base = childCgroups(c.logger, !spec.Proved); base != "" {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 
 // The command must not be able to forge its own end (issue 32, item 2):
@@ -106,7 +108,7 @@ func TestNamespaceStatusReportIsChecked(t *testing.T) {
 				w.WriteString(tc.report) // fails with EPIPE once the reader gives up on a flood
 				w.Close()
 			}()
-			l := &nsLaunch{status: r, early: readyLine}
+			l := &nsLaunch{status: r, early: nsinit.Ready}
 			if got := l.finish(fallback); got != tc.want {
 				t.Errorf("report %.40q: status %v, want %v", tc.report, got, tc.want)
 			}

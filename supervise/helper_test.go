@@ -26,10 +26,9 @@ const quickRaceExit = "GORACE=atexit_sleep_ms=0"
 
 func TestMain(m *testing.M) {
 	if IsNamespaceInit() {
-		sigs := make(chan os.Signal, 16)
-		signals.Notify(sigs)
-		os.Exit(RunInit(sigs))
+		os.Exit(RunInit())
 	}
+	useInitProgram(os.Getenv(testInitProgramEnv))
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}

@@ -2,7 +2,6 @@ package supervise
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,11 +11,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 
 // Namespace is how Start isolates the command's process tree.
@@ -51,181 +51,36 @@ func (n Namespace) String() string {
 	return fmt.Sprintf("Namespace(%d)", int(n))
 }
 
-// With Spec.Namespace, Start does not exec the command itself. It starts
-// this program again as the init (PID 1) of a new PID namespace, and that
-// init runs the command as its child. When the init dies for any reason —
-// also when this process is SIGKILLed and Pdeathsig kills the init — the
-// kernel kills every process left in the namespace: no descendant survives,
-// wherever it moved in the process tree.
-
-// initEnv marks the namespace's init. Its value is "FD SIGNAL GRACE NONCE":
-// the status pipe's descriptor, the stop signal (0 for a probe that runs
-// nothing; see ProbeNamespace), the kill grace in
-// nanoseconds, and a random nonce that the parent also writes to the
-// handshake pipe. A variable alone, which anyone can set, never makes a
-// process the init: it must also be PID 1 of a namespace whose creator is
-// outside it, and read the same nonce from the handshake pipe.
-const initEnv = "LEADERRUN_INTERNAL_PIDNS_INIT"
-
-// initStatusFD is where the init finds the write end of the status pipe,
-// initHandshakeFD the read end of the handshake pipe.
-const (
-	initStatusFD    = 3
-	initHandshakeFD = 4
-)
+// With Spec.Namespace, Start does not exec the command itself. It starts a
+// small init (package nsinit: the embedded leaderrun-init program, see
+// initprog.go, or else this program again) as the init (PID 1) of a new PID
+// namespace, and that init runs the command as its child. When the init
+// dies for any reason — also when this process is SIGKILLed and Pdeathsig
+// kills the init — the kernel kills every process left in the namespace:
+// no descendant survives, wherever it moved in the process tree.
 
 // handshakeWait bounds how long a would-be init waits for the nonce.
-const handshakeWait = 5 * time.Second
+const handshakeWait = nsinit.HandshakeWait
 
 // ErrNamespace means a PID namespace could not be created: that takes root
 // or CAP_SYS_ADMIN, or a kernel that lets users create user namespaces.
 var ErrNamespace = errors.New("cannot create a PID namespace")
 
 // IsNamespaceInit reports whether this process was started by Start as the
-// init of a PID namespace. Such a process must run RunInit and exit with
-// its result before doing anything else. Only the first call checks; it
-// may wait up to handshakeWait for the parent's nonce.
-func IsNamespaceInit() bool {
-	isInitOnce.Do(func() { isInit = checkInit() })
-	return isInit
-}
+// init of a PID namespace (when no init program is embedded, Start runs
+// this program again as the init). Such a process must run RunInit and
+// exit with its result before doing anything else. Only the first call
+// checks; it may wait up to handshakeWait for the parent's nonce.
+func IsNamespaceInit() bool { return nsinit.IsInit() }
 
-var (
-	isInitOnce sync.Once
-	isInit     bool
-)
-
-// checkInit verifies that leaderrun made this process a namespace's init:
-// the variable, PID 1 with a parent outside the namespace (getppid is 0),
-// and the nonce on the handshake pipe.
-func checkInit() bool {
-	v := os.Getenv(initEnv)
-	if v == "" || os.Getpid() != 1 || os.Getppid() != 0 {
-		return false
-	}
-	_, _, _, nonce, err := parseInitEnv(v)
-	if err != nil {
-		return false
-	}
-	var st unix.Stat_t
-	if unix.Fstat(initHandshakeFD, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return false
-	}
-	if unix.SetNonblock(initHandshakeFD, true) != nil {
-		return false
-	}
-	fds := []unix.PollFd{{Fd: initHandshakeFD, Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, int(handshakeWait.Milliseconds())); err != nil || n != 1 {
-		return false
-	}
-	buf := make([]byte, len(nonce)+1)
-	n, _ := unix.Read(initHandshakeFD, buf)
-	unix.Close(initHandshakeFD)
-	return n == len(nonce) && subtle.ConstantTimeCompare(buf[:n], []byte(nonce)) == 1
-}
-
-// RunInit is the init of a PID namespace that Start created: it runs the
-// command named by its arguments (path, then argv), forwards the signals it
-// receives on sigs to the command's process group, reaps every process in
-// the namespace, stops what the command leaves behind, reports the
-// command's Status to its parent through the status pipe, and returns the
-// exit code for this process: the command's (Status.ExitCode), which
-// stands when the parent reads no valid report.
-//
-// The status pipe is the init's alone: it is closed in the command when
-// that execs, so that the command cannot write its own end; and the init
-// never waits for room in it, so that its exit, which ends the command's
-// whole tree, never waits on what the pipe holds.
-func RunInit(sigs <-chan os.Signal) int {
-	fd, stopSig, grace, _, err := parseInitEnv(os.Getenv(initEnv))
-	os.Unsetenv(initEnv)
-	if err != nil || len(os.Args) < 3 {
-		fmt.Fprintf(os.Stderr, "leaderrun: namespace init: bad arguments (%v)\n", err)
-		return 125
-	}
-	syscall.CloseOnExec(fd)
-	if err := unix.SetNonblock(fd, true); err != nil {
-		fmt.Fprintf(os.Stderr, "leaderrun: namespace init: status pipe: %v\n", err)
-		return 125
-	}
-	defer unix.Close(fd)
-	// The caller subscribed to every signal before it called us: from
-	// now on a signal is forwarded, not lost (the kernel drops a signal
-	// to a namespace's init that has no handler for it).
-	report(fd, readyLine)
-	if stopSig == 0 { // ProbeNamespace's init
-		report(fd, encodeStatus(Status{}))
-		return 0
-	}
-	remountProc()
-
-	child, err := Start(Spec{Path: os.Args[1], Args: os.Args[2:], StopSignal: stopSig, KillGrace: grace,
-		clearAmbient: true, noCgroup: true})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "leaderrun: %v\n", err)
-		st := Status{Code: 126}
-		if errors.Is(err, ErrNotFound) {
-			st.Code = 127
-		}
-		report(fd, encodeStatus(st))
-		return st.Code
-	}
-	for {
-		select {
-		case s := <-sigs:
-			if sig, ok := s.(syscall.Signal); ok {
-				if sig == syscall.SIGTSTP {
-					sig = syscall.SIGSTOP // see Child.Signal
-				}
-				child.Signal(sig)
-			}
-		case <-child.Done():
-			st := child.Stop() // what the command left behind gets its grace too
-			report(fd, encodeStatus(st))
-			return st.ExitCode()
-		}
-	}
-}
-
-// report writes line, shorter than PIPE_BUF, to the status pipe fd in one
-// write that is whole or nothing: a full pipe (nothing but the init ever
-// writes to it) drops the line instead of blocking.
-func report(fd int, line string) {
-	unix.Write(fd, []byte(line))
-}
-
-// remountProc gives the namespace its own /proc, so that the command sees
-// its own pids there. It is best effort: without it /proc is the host's.
-// The mounts become slaves, not private: what the host mounts later still
-// appears to the command, and the new /proc never appears to the host.
-func remountProc() {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return
-	}
-	unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-}
-
-func initEnvValue(stop syscall.Signal, grace time.Duration, nonce string) string {
-	return fmt.Sprintf("%s=%d %d %d %s", initEnv, initStatusFD, int(stop), int64(grace), nonce)
-}
-
-func parseInitEnv(v string) (fd int, stop syscall.Signal, grace time.Duration, nonce string, err error) {
-	f := strings.Fields(v)
-	if len(f) != 4 {
-		return 0, 0, 0, "", fmt.Errorf("%s: want 4 fields", initEnv)
-	}
-	n := make([]int64, 3)
-	for i, s := range f[:3] {
-		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			return 0, 0, 0, "", fmt.Errorf("%s: %w", initEnv, err)
-		}
-	}
-	return int(n[0]), syscall.Signal(n[1]), time.Duration(n[2]), f[3], nil
-}
+// RunInit is the init of a PID namespace that Start created (see package
+// nsinit): it runs the command named by its arguments, and returns the exit
+// code for this process. It subscribes to the signals itself.
+func RunInit() int { return nsinit.Run() }
 
 // encodeStatus and decodeStatus carry a Status through the status pipe:
 // one line "CODE SIGNAL\n", at most maxReportLen bytes.
-func encodeStatus(s Status) string { return fmt.Sprintf("%d %d\n", s.Code, int(s.Signal)) }
+func encodeStatus(s Status) string { return nsinit.EncodeStatus(s.Code, s.Signal) }
 
 // maxReportLen is the length of the longest report, "255 0\n".
 const maxReportLen = len("255 0\n")
@@ -281,7 +136,7 @@ type nsLaunch struct {
 	// process writes it to hsWrite once forked.
 	hsRead, hsWrite *os.File
 	nonce           string
-	early           string       // what awaitReady read that was not readyLine
+	early           string       // what awaitReady read that was not nsinit.Ready, the ready line
 	logger          *slog.Logger // says why a report was refused; nil for none
 }
 
@@ -295,11 +150,7 @@ func (l *nsLaunch) forked() {
 	l.awaitReady()
 }
 
-// readyLine is what the init writes on the status pipe once it forwards
-// signals; its final status follows.
-const readyLine = "ready\n"
-
-// awaitReady returns once the init wrote readyLine, or died, or
+// awaitReady returns once the init wrote its ready line (nsinit.Ready), or died, or
 // handshakeWait passed: until then a stop signal sent to it would be lost,
 // or end its Go runtime with status 2 before it runs the command.
 func (l *nsLaunch) awaitReady() {
@@ -307,7 +158,7 @@ func (l *nsLaunch) awaitReady() {
 	defer l.status.SetReadDeadline(time.Time{})
 	b := make([]byte, 1)
 	var line []byte
-	for len(line) < len(readyLine) {
+	for len(line) < len(nsinit.Ready) {
 		if n, err := l.status.Read(b); n == 0 || err != nil {
 			break
 		}
@@ -319,11 +170,11 @@ func (l *nsLaunch) awaitReady() {
 	l.early = string(line)
 }
 
-// prepareNamespace rewrites what run forks: path and args become this
-// program's, the command's path and argv follow, and the status pipe is
+// prepareNamespace rewrites what run forks: path and args become the
+// init's (see initExecutable), the command's path and argv follow, and the status pipe is
 // passed as descriptor 3.
 func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, []string, *nsLaunch, error) {
-	self, err := os.Executable()
+	exe, argv0, err := initExecutable()
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("start %q in a PID namespace: %w", c.spec.Path, err)
 	}
@@ -345,7 +196,7 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, [
 	if c.spec.probe {
 		stop = 0 // no command: the init only proves it could start
 	}
-	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], initEnvValue(stop, c.spec.KillGrace, l.nonce))
+	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], nsinit.EnvValue(stop, c.spec.KillGrace, l.nonce))
 	attr.Sys.Cloneflags = unix.CLONE_NEWPID | unix.CLONE_NEWNS
 	if c.spec.Namespace == UserNamespace {
 		// The init needs CAP_SYS_ADMIN in its namespaces to mount their
@@ -357,8 +208,8 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, [
 		attr.Sys.GidMappingsEnableSetgroups = false
 		attr.Sys.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
 	}
-	args := append([]string{os.Args[0], path}, c.spec.Args...)
-	return self, args, l, nil
+	args := append([]string{argv0, path}, c.spec.Args...)
+	return exe, args, l, nil
 }
 
 // dumpableWhileMapping makes this process dumpable, if it was not, until
@@ -404,7 +255,7 @@ func dropInheritedCaps() error {
 func (l *nsLaunch) finish(st Status) Status {
 	defer l.status.Close()
 	b, _ := io.ReadAll(io.LimitReader(l.status, int64(maxReportLen+1)))
-	if l.early != readyLine {
+	if l.early != nsinit.Ready {
 		b = append([]byte(l.early), b...)
 	}
 	if len(b) == 0 {

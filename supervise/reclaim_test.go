@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 
 // supervisePID1 is a leaderrun that runs as PID 1 of a PID namespace of
@@ -19,7 +21,7 @@ import (
 // With idle, the child exits at once and is not stopped: a live
 // supervisor whose cgroup is empty.
 func supervisePID1(file string, idle bool) int {
-	remountProc()
+	nsinit.RemountProc()
 	spec := Spec{Path: os.Args[0], Args: []string{os.Args[0], "0"}, Env: helperEnviron(os.Environ(), "exit")}
 	ready := file + ".child-ready"
 	if !idle {

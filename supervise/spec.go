@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 
 // Spec describes the child to run. The zero value of every field except Path
@@ -40,11 +42,12 @@ type Spec struct {
 	Logger *slog.Logger
 	// Namespace ties the command's whole process tree to this process's
 	// life (see Namespace). With any but NoNamespace, the command runs
-	// under a small init (this program again; see RunInit) that is PID 1
-	// of a new PID namespace, so that every descendant dies with it even
-	// when this process is SIGKILLed; Start fails with ErrNamespace when
-	// the kernel refuses the namespace. The program must call RunInit
-	// first thing when IsNamespaceInit reports true.
+	// under a small init (package nsinit: the embedded leaderrun-init, or
+	// this program again; see RunInit) that is PID 1 of a new PID
+	// namespace, so that every descendant dies with it even when this
+	// process is SIGKILLed; Start fails with ErrNamespace when the kernel
+	// refuses the namespace. The program must call RunInit first thing
+	// when IsNamespaceInit reports true.
 	Namespace Namespace
 	// Proved says that the caller proved every process of the tenure
 	// before its own gone (a takeover on this host, package samehost): Start
@@ -74,7 +77,7 @@ var (
 
 // strippedEnv lists the variables that address this process's own
 // supervisor (systemd) and must not leak to the child.
-var strippedEnv = []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", tagEnv, ttyStopsEnv}
+var strippedEnv = []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", tagEnv, nsinit.StopsEnv}
 
 // withDefaults returns s with its zero values replaced by their defaults and
 // the supervisor's variables removed from Env.

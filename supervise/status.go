@@ -11,6 +11,8 @@ import (
 
 	"github.com/leaderrun/leaderrun/signals"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 
 // Status is how a child ended: with an exit code, or killed by a signal.
@@ -77,14 +79,7 @@ func setDefaultAction(sig syscall.Signal) {
 
 // addSignal adds sig to set; a number outside the set (not 1–64 on
 // Linux) is left out.
-func addSignal(set *unix.Sigset_t, sig syscall.Signal) {
-	bits := uint(unsafe.Sizeof(set.Val[0]) * 8)
-	n := uint(sig) - 1
-	if sig < 1 || n/bits >= uint(len(set.Val)) {
-		return
-	}
-	set.Val[n/bits] |= 1 << (n % bits)
-}
+var addSignal = nsinit.AddSignal
 
 // maxSignal is the highest signal number Linux has (SIGRTMAX).
 const maxSignal = 64

@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/internal/nsinit"
+
 	"github.com/leaderrun/leaderrun/signals"
 )
 
@@ -25,15 +27,11 @@ import (
 // fg, passed on through Signal, hands the terminal to the command again.
 // When the command ends, this process takes the terminal back.
 //
-// A namespace's init (see RunInit) is never the foreground job itself: it
-// reports its command's job-control stops to leaderrun outside through a
-// pipe, and leaderrun, if it is the foreground job, hands the terminal to
-// the init's group and continues it; the init then hands it to its
-// command in turn.
-
-// ttyStopsEnv names the descriptor on which a namespace's init reports its
-// command's job-control stops, one byte (the signal number) each.
-const ttyStopsEnv = "LEADERRUN_INTERNAL_TTY_STOPS"
+// A namespace's init (package nsinit) is never the foreground job itself:
+// it reports its command's job-control stops to leaderrun outside through a
+// pipe (readStops), and leaderrun, if it is the foreground job, hands the
+// terminal to the init's group and continues it; the init then hands it to
+// its command in turn.
 
 // terminal is what a Child knows of the terminal on its stdin. Its methods
 // are safe for concurrent use.
@@ -168,10 +166,6 @@ func (c *Child) jobStopped(sig syscall.Signal) {
 	}
 	// The command stopped as a job stops: stop with it, so that the shell
 	// sees the job stopped and its fg resumes both.
-	if r := initStopReport(); r != nil {
-		r.Write([]byte{byte(sig)})
-		return
-	}
 	c.logger.Info("the command stopped at the terminal; stopping with it", "pid", c.pid, "signal", signals.Name(sig))
 	unix.Kill(os.Getpid(), syscall.SIGSTOP)
 }
@@ -200,7 +194,7 @@ func (c *Child) passStops(attr *syscall.ProcAttr) (r, w *os.File) {
 		c.logger.Warn("a command in a PID namespace cannot get the terminal", "err", err)
 		return nil, nil
 	}
-	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], ttyStopsEnv+"="+strconv.Itoa(len(attr.Files)))
+	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], nsinit.StopsEnv+"="+strconv.Itoa(len(attr.Files)))
 	attr.Files = append(attr.Files, w.Fd())
 	return r, w
 }
@@ -219,19 +213,3 @@ func (c *Child) readStops(r *os.File) {
 		}
 	}
 }
-
-// initStopReport returns where a namespace's init reports its command's
-// stops, or nil in any other process.
-var initStopReport = sync.OnceValue(func() *os.File {
-	v := os.Getenv(ttyStopsEnv)
-	os.Unsetenv(ttyStopsEnv)
-	if v == "" || !IsNamespaceInit() {
-		return nil
-	}
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 3 {
-		return nil
-	}
-	unix.CloseOnExec(fd)
-	return os.NewFile(uintptr(fd), "tty-stops")
-})

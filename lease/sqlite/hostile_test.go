@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"os"
@@ -266,4 +267,27 @@ func TestTableDroppedMidRunIsCreatedAgain(t *testing.T) {
 	if again.Token <= first.Token {
 		t.Errorf("token after the table was created again = %d, want > %d", again.Token, first.Token)
 	}
+}
+
+// TestOpenOfCompleteTablesTakesNoWriteLock: a replica that starts while
+// another process holds the write lock opens a store whose tables are all
+// there without waiting for that lock (it waited up to busyTimeout, then
+// failed, when it created the tables in a write transaction every time).
+func TestOpenOfCompleteTablesTakesNoWriteLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaderrun.db")
+	openTest(t, path) // creates the tables
+	conn, err := rawDB(t, path).Conn(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx(t), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK")
+	s, err := Open(ctx(t), path, Options{})
+	if err != nil {
+		t.Fatalf("Open while another process holds the write lock: %v", err)
+	}
+	s.Close()
 }

@@ -101,6 +101,11 @@ func (s *Store) createTables(ctx context.Context, db *sql.DB) error {
 		}
 		return checkOwn(cols, "leases")
 	}
+	// Tables that are all there, whole, need nothing: no write lock, for
+	// which a replica starting beside busy ones would queue.
+	if tablesComplete(ctx, conn) {
+		return nil
+	}
 	// BEGIN IMMEDIATE takes the write lock first, waiting up to
 	// busyTimeout for it, so that concurrent openers queue instead of
 	// failing to upgrade a read lock.
@@ -116,6 +121,27 @@ func (s *Store) createTables(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("create tables: %w", err)
 	}
 	return nil
+}
+
+// tablesComplete reports whether every table of leaderrun's is there and
+// leaderrun's, with every column that migrate would add: a read, under no
+// write lock. Anything else (an error too) leaves the answer to migrate.
+func tablesComplete(ctx context.Context, conn *sql.Conn) bool {
+	for table := range ownColumns {
+		cols, err := tableColumns(ctx, conn, table)
+		if err != nil || len(cols) == 0 || checkOwn(cols, table) != nil {
+			return false
+		}
+		if table != "leases" {
+			continue
+		}
+		for _, c := range addedColumns {
+			if !cols[c[0]] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // tableColumns lists table's columns; none when it does not exist.

@@ -1,0 +1,366 @@
+// Package nsinit is the init (PID 1) of a PID namespace that package
+// supervise creates for a command: it runs the command, forwards signals to
+// its process group, reaps every process in the namespace, gives what the
+// command leaves behind its kill grace, and reports the command's status to
+// the supervisor through a pipe. When it exits, the kernel kills every
+// process left in the namespace.
+//
+// It is small on purpose: it runs once per supervised command (once per
+// owned partition), so it imports nothing but the standard library's
+// smallest packages and x/sys/unix. Two programs run it: the stand-alone
+// leaderrun-init (./leaderrun-init), which leaderrun embeds when it was built
+// with `make build`, and leaderrun itself when it was not.
+package nsinit
+
+import (
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/shed"
+)
+
+// Env marks the namespace's init. Its value is "FD SIGNAL GRACE NONCE":
+// the status pipe's descriptor, the stop signal (0 for a probe that runs
+// nothing), the kill grace in nanoseconds, and a random nonce that the
+// parent also writes to the handshake pipe. A variable alone, which anyone
+// can set, never makes a process the init: it must also be PID 1 of a
+// namespace whose creator is outside it, and read the same nonce from the
+// handshake pipe.
+const Env = "LEADERRUN_INTERNAL_PIDNS_INIT"
+
+// StopsEnv names the descriptor on which the init reports its command's
+// job-control stops to the supervisor, one byte (the signal number) each.
+// The supervisor passes it when its stdin is its controlling terminal.
+const StopsEnv = "LEADERRUN_INTERNAL_TTY_STOPS"
+
+// TagEnv is the supervisor's tag of its children's environments; the
+// command in the namespace does not inherit it (it means nothing there).
+const TagEnv = "LEADERRUN_SUPERVISOR_TAG"
+
+// StatusFD is where the init finds the write end of the status pipe,
+// HandshakeFD the read end of the handshake pipe.
+const (
+	StatusFD    = 3
+	HandshakeFD = 4
+)
+
+// HandshakeWait bounds how long a would-be init waits for the nonce.
+const HandshakeWait = 5 * time.Second
+
+// Ready is what the init writes on the status pipe once it forwards
+// signals; its final status follows.
+const Ready = "ready\n"
+
+// EnvValue returns the Env assignment for an init that stops its command
+// with stop, waits grace before SIGKILL, and expects nonce.
+func EnvValue(stop syscall.Signal, grace time.Duration, nonce string) string {
+	return Env + "=" + strconv.Itoa(StatusFD) + " " + strconv.Itoa(int(stop)) + " " +
+		strconv.FormatInt(int64(grace), 10) + " " + nonce
+}
+
+// parseEnv reads an Env value; ok is false when it is malformed.
+func parseEnv(v string) (fd int, stop syscall.Signal, grace time.Duration, nonce string, ok bool) {
+	f := strings.Fields(v)
+	if len(f) != 4 {
+		return 0, 0, 0, "", false
+	}
+	var n [3]int64
+	for i, s := range f[:3] {
+		var err error
+		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return 0, 0, 0, "", false
+		}
+	}
+	return int(n[0]), syscall.Signal(n[1]), time.Duration(n[2]), f[3], true
+}
+
+// EncodeStatus is the init's report of its command's end: one line
+// "CODE SIGNAL\n".
+func EncodeStatus(code int, sig syscall.Signal) string {
+	return strconv.Itoa(code) + " " + strconv.Itoa(int(sig)) + "\n"
+}
+
+var isInit *bool
+
+// IsInit reports whether this process was started by package supervise as
+// the init of a PID namespace: the variable, PID 1 with a parent outside
+// the namespace (getppid is 0), and the nonce on the handshake pipe. Such a
+// process must call Run and exit with its result before doing anything
+// else. Only the first call checks, from the main goroutine; it may wait up
+// to HandshakeWait for the parent's nonce.
+func IsInit() bool {
+	if isInit == nil {
+		b := checkInit()
+		isInit = &b
+	}
+	return *isInit
+}
+
+func checkInit() bool {
+	v := os.Getenv(Env)
+	if v == "" || os.Getpid() != 1 || os.Getppid() != 0 {
+		return false
+	}
+	_, _, _, nonce, ok := parseEnv(v)
+	if !ok {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(HandshakeFD, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	if unix.SetNonblock(HandshakeFD, true) != nil {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: HandshakeFD, Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, int(HandshakeWait.Milliseconds())); err != nil || n != 1 {
+		return false
+	}
+	buf := make([]byte, len(nonce)+1)
+	n, _ := unix.Read(HandshakeFD, buf)
+	unix.Close(HandshakeFD)
+	if n != len(nonce) {
+		return false
+	}
+	var diff byte // compared in constant time
+	for i := range n {
+		diff |= buf[i] ^ nonce[i]
+	}
+	return diff == 0
+}
+
+// Run is the init: it runs the command named by its arguments (os.Args[1]
+// the path, os.Args[2:] its argv), and returns the exit code for this
+// process: the command's, which stands when the parent reads no valid
+// report. It subscribes to every signal itself, before it reports Ready.
+//
+// The status pipe is the init's alone: it is closed in the command when
+// that execs, so that the command cannot write its own end; and the init
+// never waits for room in it, so that its exit, which ends the command's
+// whole tree, never waits on what the pipe holds.
+func Run() int {
+	fd, stopSig, grace, _, ok := parseEnv(os.Getenv(Env))
+	os.Unsetenv(Env)
+	if !ok || len(os.Args) < 3 {
+		os.Stderr.WriteString("leaderrun: namespace init: bad arguments\n")
+		return 125
+	}
+	// Run from a memfd through /proc/self/fd/N, the init's name would be N.
+	name := []byte("leaderrun-init\x00")
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+	syscall.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		os.Stderr.WriteString("leaderrun: namespace init: status pipe: " + err.Error() + "\n")
+		return 125
+	}
+	defer unix.Close(fd)
+	stops := stopsPipe()
+	// From now on a signal is forwarded, not lost (the kernel drops a
+	// signal to a namespace's init that has no handler for it).
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs)
+	report(fd, Ready)
+	if stopSig == 0 { // a probe's init: it only proves it could start
+		report(fd, EncodeStatus(0, 0))
+		return 0
+	}
+	RemountProc()
+
+	// The command's Pdeathsig belongs to the thread that forks it, and the
+	// capabilities it must not inherit are that thread's: it is this one,
+	// never unlocked.
+	runtime.LockOSThread()
+	c := &command{tty: newTerminal(), stops: stops}
+	if code := c.start(os.Args[1], os.Args[2:]); code != 0 {
+		report(fd, EncodeStatus(code, 0))
+		return code
+	}
+	// Started: what the init still runs is a small loop.
+	shed.Executable()
+	poll := time.NewTicker(time.Second) // SIGCHLD may be lost in a full channel
+	defer poll.Stop()
+	for !c.reap() {
+		select {
+		case s := <-sigs:
+			switch sig := s.(syscall.Signal); sig {
+			case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPIPE:
+				// reaped below; the Go runtime's; a pipe's, as EPIPE
+			case syscall.SIGTSTP:
+				c.signal(syscall.SIGSTOP) // SIGSTOP would stop the init, not the command
+			case syscall.SIGCONT:
+				c.giveTerminal() // resumed by fg: the terminal goes back first
+				c.signal(sig)
+			default:
+				c.signal(sig)
+			}
+		case <-poll.C:
+		}
+	}
+	c.stopLeftovers(stopSig, grace)
+	c.reclaimTerminal(false)
+	report(fd, EncodeStatus(c.code, c.sig))
+	if c.sig != 0 {
+		return 128 + int(c.sig)
+	}
+	return c.code
+}
+
+// report writes line, shorter than PIPE_BUF, to the status pipe fd in one
+// write that is whole or nothing: a full pipe (nothing but the init ever
+// writes to it) drops the line instead of blocking.
+func report(fd int, line string) {
+	unix.Write(fd, []byte(line))
+}
+
+// stopsPipe returns the descriptor of the supervisor's StopsEnv, or -1.
+func stopsPipe() int {
+	v := os.Getenv(StopsEnv)
+	os.Unsetenv(StopsEnv)
+	fd, err := strconv.Atoi(v)
+	if v == "" || err != nil || fd < 3 {
+		return -1
+	}
+	syscall.CloseOnExec(fd)
+	return fd
+}
+
+// RemountProc gives the namespace its own /proc, so that the command sees
+// its own pids there. It is best effort: without it /proc is the host's.
+// The mounts become slaves, not private: what the host mounts later still
+// appears to the command, and the new /proc never appears to the host.
+func RemountProc() {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return
+	}
+	unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+// command is the init's one child.
+type command struct {
+	pid      int
+	live     bool
+	code     int            // its exit code, once reaped
+	sig      syscall.Signal // the signal that killed it, once reaped
+	tty      *terminal      // nil unless stdin is the controlling terminal
+	stops    int            // StopsEnv's descriptor, or -1
+	ttyWants bool           // it waits, stopped, for the terminal
+	ttyHolds bool           // its group was made the foreground group
+}
+
+// start forks and execs the command in a process group of its own, and
+// returns 0, or the exit code of a command that could not start (127 not
+// found, else 126), having said why on stderr.
+func (c *command) start(path string, argv []string) int {
+	if err := dropInheritedCaps(); err != nil {
+		os.Stderr.WriteString("leaderrun: namespace init: " + err.Error() + "\n")
+		return 126
+	}
+	env := os.Environ()
+	kept := env[:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, TagEnv+"=") {
+			kept = append(kept, kv)
+		}
+	}
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Env:   kept,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		os.Stderr.WriteString("leaderrun: start " + strconv.Quote(path) + ": " + err.Error() + "\n")
+		if err == syscall.ENOENT || err == syscall.ENOTDIR {
+			return 127
+		}
+		return 126
+	}
+	c.pid, c.live = pid, true
+	return 0
+}
+
+// dropInheritedCaps clears the calling thread's ambient and inheritable
+// capabilities, which a user namespace's init was given to mount /proc:
+// the command forked from this thread must not inherit them.
+func dropInheritedCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	return unix.Capset(&hdr, &data[0])
+}
+
+// reap collects every process that has ended (the namespace's orphans are
+// this init's children) and reports whether the command has.
+func (c *command) reap() bool {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WUNTRACED, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return !c.live
+		}
+		if pid != c.pid || !c.live {
+			continue
+		}
+		switch {
+		case ws.Stopped():
+			c.jobStopped(ws.StopSignal())
+		case ws.Signaled():
+			c.live, c.sig = false, ws.Signal()
+		default:
+			c.live, c.code = false, ws.ExitStatus()
+		}
+	}
+}
+
+// signal sends sig to the command's process group, and to the command
+// itself if it left that group, while it lives.
+func (c *command) signal(sig syscall.Signal) {
+	if !c.live {
+		return
+	}
+	unix.Kill(-c.pid, sig)
+	if pgid, err := unix.Getpgid(c.pid); err == nil && pgid != c.pid {
+		unix.Kill(c.pid, sig)
+	}
+}
+
+// stopLeftovers gives what is left of the command's process group, once
+// the command has been reaped, the stop signal (then SIGCONT, so that a
+// stopped group can act on it) and grace to end, then SIGKILL. What escaped
+// the group dies with the init.
+func (c *command) stopLeftovers(sig syscall.Signal, grace time.Duration) {
+	if unix.Kill(-c.pid, sig) != nil {
+		return // the group is empty
+	}
+	if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
+		unix.Kill(-c.pid, syscall.SIGCONT)
+	}
+	deadline := time.Now().Add(grace)
+	for unix.Kill(-c.pid, 0) != unix.ESRCH {
+		if time.Now().After(deadline) {
+			unix.Kill(-c.pid, syscall.SIGKILL)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+		c.reap() // a zombie still counts in its group
+	}
+}
