@@ -243,7 +243,11 @@ func waitFileHelper(name string) {
 
 // Test-side helpers.
 
-const testTimeout = 10 * time.Second
+// testTimeout bounds every wait for an event in these tests. It is far
+// above what the events take (milliseconds): at a load average of 25 on
+// the 2-core CI machine a SIGKILLed namespace's cgroup took more than 10s
+// to empty.
+const testTimeout = 30 * time.Second
 
 // startHelper starts the test binary as a child in the given helper mode.
 func startHelper(t *testing.T, spec Spec, mode string, args ...string) *Child {
