@@ -628,15 +628,16 @@ func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []store
 		// before the fault, or the old leader would have given up. (After
 		// SIGTERM it releases; after a transient fault it may have lost
 		// the tenure and released.)
-		// Except after SIGKILL of a one-name leader: replicas share this
-		// host, and the same-host fast path (package samehost) takes the name
-		// over at once once the dead leader's tree is gone; that it was
-		// gone is the overlap check's to prove (the lock, the pids). A
-		// frozen leader (SIGSTOP) is alive: no early takeover then.
+		// Except after SIGKILL of a leader, one-name or partitioned:
+		// replicas share this host, and the same-host fast path (package
+		// samehost; per partition, lease.Owner) takes the name or the
+		// partition over at once once the dead holder's tree is gone; that
+		// it was gone is the overlap check's to prove (the lock, the pids).
+		// A frozen leader (SIGSTOP) is alive: no early takeover then.
 		// Nor after any fault whose tenure ended with the leader's end
 		// signal (its child's tree gone at its renew deadline, say): its
 		// successor may seize at once, as the overlap check judges.
-		fast := rd.kind == faultKill && rd.part == "" || rd.endSignalled
+		fast := rd.kind == faultKill || rd.endSignalled
 		if early := tm.ttl - tm.deadline - earlyTolerance; rd.gotNext && rd.kind != faultTerm && !fast && !transient(rd.kind) && rd.latency < early && !rd.endedBefore {
 			res.violations = append(res.violations, fmt.Sprintf("%s: new child only %v after the fault, before the lease could expire (TTL − renew deadline = %v)",
 				what, rd.latency.Round(time.Millisecond), tm.ttl-tm.deadline))

@@ -175,12 +175,17 @@ func TestCheckNewLeaderTiming(t *testing.T) {
 	if res := checkOne(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); !hasViolation(res, "before the lease could expire") {
 		t.Errorf("violations %q; want an early takeover of a frozen leader", res.violations)
 	}
-	// After SIGKILL of a one-name leader the same-host fast path may take
-	// over at once; a partition's takeover waits for the expiry.
+	// After SIGKILL of a leader, one-name or partitioned, the same-host
+	// fast path may take over at once.
 	early.kind = faultKill
 	if res := checkOne(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); hasViolation(res, "before the lease could expire") {
 		t.Errorf("violations %q; a SIGKILLed one-name leader may be followed at once", res.violations)
 	}
+	early.part = "1"
+	if res := checkOne(evs, []*round{early}, nil, nil, testTiming, time.Second, nil); hasViolation(res, "before the lease could expire") {
+		t.Errorf("violations %q; a SIGKILLed partitioned replica's partition may be taken at once", res.violations)
+	}
+	early.part = ""
 	// So may a leader cut off from its store whose tenure ended with its
 	// end signal: its successor took the name once its tree was gone.
 	cut := faultRound(1, faultBlackhole, variantPlain, 1, 14*sec, 0, evs[2])
