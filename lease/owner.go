@@ -52,9 +52,11 @@ type Owner struct {
 	// partitions; zero means DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration
 
-	// Started is called, on the owner's goroutine, with each partition's
-	// tenure once it is acquired. The caller starts the partition's work,
-	// and calls the tenure's Release (or StepAside) once that work has
+	// Started is called, during a reconcile, with each partition's tenure
+	// once it is acquired; for partitions seized from a member proved dead
+	// (Prover), on goroutines of their own, several at once. The caller
+	// starts the partition's work, and calls the tenure's Release (or
+	// StepAside) once that work has
 	// stopped: after the tenure's context ended (ErrLost, ErrDeadline,
 	// ErrHandedOff, ErrSteppedDown), or when the work ended on its own.
 	// It must not block.
@@ -475,15 +477,27 @@ func (o *Owner) reconcile(ctx, watching context.Context) (next time.Time) {
 		o.mu.Unlock()
 		next = time.Now() // acquire it at once if it is wanted
 	}
+	// The partitions of a member proved dead are seized in parallel: they
+	// come many at once, and each waits only for its own proof.
+	var seizes sync.WaitGroup
 	for _, p := range want {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := o.acquire(ctx, p, target[p] != o.Member, g.Leases[p], proved[p]); err != nil {
+		if w := proved[p]; w != nil {
+			seizes.Go(func() {
+				if err := o.acquire(ctx, p, target[p] != o.Member, g.Leases[p], w); err != nil {
+					o.logger().Warn("cannot seize partition; will retry", "partition", p, "err", err)
+				}
+			})
+			continue
+		}
+		if err := o.acquire(ctx, p, target[p] != o.Member, g.Leases[p], nil); err != nil {
 			o.logger().Warn("cannot acquire partition; will retry", "partition", p, "err", err)
 			break // the store is in trouble: the next reconcile tries again
 		}
 	}
+	seizes.Wait()
 	o.checkOut(stuck)
 	return next
 }
