@@ -350,12 +350,37 @@ func TestLoopBacksOffOnRepeatedFailures(t *testing.T) {
 			want = append(want, w)
 			prev = time.Now()
 		}
-		c.exit(0) // a success resets the back-off
+		// A success resets the back-off: a clean exit after a run, not
+		// at once (TestLoopBacksOffOnCleanExitsAtOnce).
+		time.Sleep(quickExit)
+		c.exit(0)
 		lp.next(2 * maxRestartDelay)
 		gaps = append(gaps, time.Since(prev))
-		want = append(want, time.Second)
+		want = append(want, quickExit+time.Second)
 		if !slices.Equal(gaps, want) {
 			t.Errorf("gaps between starts = %v, want %v", gaps, want)
+		}
+		lp.end()
+	})
+}
+
+// A command that exits 0 at once (it daemonized, or has nothing to do)
+// loops as a crashing one does when restarted: it backs off the same way
+// and is warned about, instead of restarting silently every restart delay.
+func TestLoopBacksOffOnCleanExitsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil)
+		var gaps []time.Duration
+		prev := time.Now()
+		c := lp.next(time.Second)
+		for range 4 {
+			c.exit(0)
+			c = lp.next(2 * maxRestartDelay)
+			gaps = append(gaps, time.Since(prev))
+			prev = time.Now()
+		}
+		if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}; !slices.Equal(gaps, want) {
+			t.Errorf("gaps between starts of a command that exits 0 at once = %v, want %v", gaps, want)
 		}
 		lp.end()
 	})

@@ -63,16 +63,18 @@ const releaseTimeout = 5 * time.Second
 // countExit counts a command that ended on its own into failures (its
 // consecutive failures; 0 after a success) and returns the restart delay
 // before what comes next (again), which it logs: a crash loop at warning
-// level, where --log-level warn looks.
+// level, where --log-level warn looks. A clean exit within quickExit of
+// the start counts as a failure too: restarted, such a command loops as
+// a crashing one does.
 func (r *Replica) countExit(failures *int, end tenureEnd, log *slog.Logger, again string) time.Duration {
-	if end.status.ExitCode() == 0 {
+	if end.status.ExitCode() == 0 && !end.quick {
 		*failures = 0
 	} else {
 		*failures++
 	}
 	delay := restartDelay(r.cfg.RestartDelay, *failures)
 	if *failures >= 2 {
-		log.Warn("command keeps failing; backing off before "+again, "consecutive_failures", *failures,
+		log.Warn("command keeps failing or exiting at once; backing off before "+again, "consecutive_failures", *failures,
 			"delay", delay, "last", end.why)
 	} else {
 		log.Info(again+" after the restart delay", "delay", delay, "consecutive_failures", *failures)
@@ -92,7 +94,14 @@ type tenureEnd struct {
 	// reserved: a step-down or hand-off ended it, whose release reserves
 	// the name for another.
 	reserved bool
+	// quick: the command exited on its own within quickExit of its start.
+	quick bool
 }
+
+// quickExit is how soon after its start a command's exit counts as "at
+// once": a command that daemonizes (forks and exits) or has nothing to do
+// ends within milliseconds, a service does not.
+const quickExit = time.Second
 
 // serve runs the command for one tenure, with env, and returns how it
 // ended once it and every descendant are dead. publish is called with the
@@ -134,11 +143,19 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 		r.mu.Unlock()
 	}()
 
+	started := time.Now()
 	select {
 	case <-child.Done():
-		end = tenureEnd{status: child.Stop(), exited: true} // Stop kills what the command left behind
-		log.Info("command exited", "status", end.status.String())
+		ran := time.Since(started)
+		end = tenureEnd{status: child.Stop(), exited: true, quick: ran < quickExit} // Stop kills what the command left behind
 		end.why = "command " + end.status.String()
+		if end.quick && end.status.ExitCode() == 0 {
+			log.Warn("command exited at once; leaderrun restarts a command that exits, so it must stay in the foreground "+
+				"(one that daemonizes or forks into the background looks finished, and what it left running is killed)",
+				"status", end.status.String(), "ran", ran.Round(time.Millisecond))
+		} else {
+			log.Info("command exited", "status", end.status.String())
+		}
 		return end
 	case <-ten.Context().Done():
 		cause := context.Cause(ten.Context())
