@@ -22,8 +22,9 @@ type reporter struct {
 	obs        *observe.Observer
 	sd         *sdnotify.Notifier
 
-	mu     sync.Mutex // guards leader
-	leader string     // the other holder last seen while standing by
+	mu         sync.Mutex // guards leader and stopping
+	leader     string     // the other holder last seen while standing by
+	isStopping bool       // STOPPING=1 was sent: no later status says otherwise
 }
 
 func newReporter(name, holder string, renewDeadline time.Duration) *reporter {
@@ -46,7 +47,16 @@ func (r *reporter) storeCall(op string, took time.Duration, err error) {
 	r.leader = held.Record.Holder
 	r.mu.Unlock()
 	if changed {
-		r.sd.Status(fmt.Sprintf("standby: %s leads %s (token %d)", held.Record.Holder, r.name, held.Record.Token))
+		r.status(fmt.Sprintf("standby: %s leads %s (token %d)", held.Record.Holder, r.name, held.Record.Token))
+	}
+}
+
+// status sends systemd the status s, unless the replica is stopping.
+func (r *reporter) status(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isStopping {
+		r.sd.Status(s)
 	}
 }
 
@@ -58,7 +68,7 @@ func (r *reporter) campaigning() {
 
 func (r *reporter) elected(token int64) {
 	r.obs.Elected(token)
-	r.sd.Status(fmt.Sprintf("leading %s with token %d", r.name, token))
+	r.status(fmt.Sprintf("leading %s with token %d", r.name, token))
 }
 
 func (r *reporter) ended(ten *lease.Tenure, status supervise.Status, exited bool) {
@@ -69,10 +79,17 @@ func (r *reporter) ended(ten *lease.Tenure, status supervise.Status, exited bool
 	r.mu.Lock()
 	r.leader = ""
 	r.mu.Unlock()
-	r.sd.Status("standby: campaigning for " + r.name)
+	r.status("standby: campaigning for " + r.name)
 }
 
-func (r *reporter) stopping() { r.sd.Stopping() }
+// stopping tells systemd that the replica stops; the statuses the rest of
+// the shutdown would send (a tenure ended, campaigning) are not sent.
+func (r *reporter) stopping() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.isStopping = true
+	r.sd.Notify("STOPPING=1\nSTATUS=stopping")
+}
 
 // partitioned makes the reporter a partitioned replica's; view is the
 // body of GET /partitions.
@@ -88,7 +105,7 @@ func (r *reporter) joining() {
 
 func (r *reporter) partitionStarted(p int, token int64) {
 	r.obs.PartitionStarted(p, token)
-	r.sd.Status(r.owns())
+	r.status(r.owns())
 }
 
 func (r *reporter) partitionEnded(p int, ten *lease.Tenure, status supervise.Status, exited bool) {
@@ -100,7 +117,7 @@ func (r *reporter) partitionEnded(p int, ten *lease.Tenure, status supervise.Sta
 		cause = lease.ErrReleased
 	}
 	r.obs.PartitionEnded(p, cause)
-	r.sd.Status(r.owns())
+	r.status(r.owns())
 }
 
 // owns is a partitioned replica's systemd status.
