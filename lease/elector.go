@@ -222,11 +222,29 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	}
 }
 
+// successorAttr is the log attribute naming a step-down's successor, or
+// none when the step-down names none (any other replica may take the
+// name), rather than successor="".
+func successorAttr(successor string) []any {
+	if successor == "" {
+		return nil
+	}
+	return []any{"successor", successor}
+}
+
+// roundLogged rounds a logged duration to milliseconds, or to
+// microseconds below one, so that a fast call does not read "took=0s".
+func roundLogged(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
 func (e *Elector) logHeld(log *slog.Logger, r Record) {
 	if r.Released {
-		log.Info("lease reserved for another after a step-down; standing by",
-			"successor", r.Successor, "excluded", r.Excluded,
-			"free_in", r.Remaining.Round(time.Millisecond))
+		log.Info("lease reserved for another after a step-down; standing by", append(successorAttr(r.Successor),
+			"excluded", r.Excluded, "free_in", r.Remaining.Round(time.Millisecond))...)
 		return
 	}
 	log.Info("lease held by another; standing by", "leader", r.Holder,

@@ -257,8 +257,8 @@ func (t *Tenure) run(sent time.Duration) {
 			timer.Stop()
 			return
 		case rec := <-t.asked:
-			log.Info("asked to step down", "successor", rec.Successor,
-				"reserved_for", rec.Reserved.Round(time.Millisecond), "noticed", "by the store's wake-up")
+			log.Info("asked to step down", append(successorAttr(rec.Successor),
+				"reserved_for", rec.Reserved.Round(time.Millisecond), "noticed", "by the store's wake-up")...)
 			t.stepDown = rec
 			t.cancel(ErrSteppedDown)
 			timer.Stop()
@@ -267,15 +267,15 @@ func (t *Tenure) run(sent time.Duration) {
 			inflight = false
 			switch {
 			case r.err == nil && r.rec.StepDown:
-				log.Info("asked to step down", "successor", r.rec.Successor,
-					"reserved_for", r.rec.Reserved.Round(time.Millisecond))
+				log.Info("asked to step down", append(successorAttr(r.rec.Successor),
+					"reserved_for", r.rec.Reserved.Round(time.Millisecond))...)
 				t.stepDown = r.rec
 				t.cancel(ErrSteppedDown)
 				timer.Stop()
 				return
 			case r.err == nil:
 				deadline = max(deadline, r.sent+e.RenewDeadline)
-				log.Debug("renewed", "took", (clock() - r.sent).Round(time.Millisecond),
+				log.Debug("renewed", "took", roundLogged(clock()-r.sent),
 					"expires_in", r.rec.Remaining.Round(time.Millisecond))
 			case errors.Is(r.err, ErrLost) && t.yielding.Load():
 				log.Info("a follower took the name while the command stops", "err", r.err)

@@ -138,8 +138,10 @@ watch:
 	what := "process group"
 	if tree.cgroup != "" {
 		what = "cgroup"
+		log.Info("the leader on this host died; killing its command's cgroup", "cgroup", tree.cgroup)
+	} else {
+		log.Info("the leader on this host died; killing its command's process group")
 	}
-	log.Info("the leader on this host died; killing its command's "+what, "cgroup", tree.cgroup)
 	if tree.cgroup != "" {
 		err = clearCgroup(ctx, child, tree.cgroup)
 	} else {
