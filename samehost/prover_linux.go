@@ -139,12 +139,9 @@ watch:
 	if tree.cgroup != "" {
 		what = "cgroup"
 		log.Info("the leader on this host died; killing its command's cgroup", "cgroup", tree.cgroup)
-	} else {
-		log.Info("the leader on this host died; killing its command's process group")
-	}
-	if tree.cgroup != "" {
 		err = clearCgroup(ctx, child, tree.cgroup)
 	} else {
+		log.Info("the leader on this host died; killing its command's process group")
 		err = p.clear(ctx, child, log)
 	}
 	if err != nil {
