@@ -33,7 +33,7 @@ func (s *Store) modifyGroup(ctx context.Context, group string, cached bool, deci
 		}
 		fromCache := l != nil
 		if l == nil {
-			got, err := s.leases().Get(ctx, t.object, metav1.GetOptions{})
+			got, err := s.leases().Get(ctx, t.object)
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
@@ -118,7 +118,7 @@ func (s *Store) GetGroup(ctx context.Context, group string) (lease.Group, error)
 		return lease.Group{}, lease.ErrClosed
 	}
 	t := target{name: group, object: groupLeaseName(group), group: group}
-	l, err := s.leases().Get(ctx, t.object, metav1.GetOptions{})
+	l, err := s.leases().Get(ctx, t.object)
 	if apierrors.IsNotFound(err) {
 		return lease.Group{}, lease.ErrNotFound
 	}
@@ -141,9 +141,9 @@ func (s *Store) writeGroup(ctx context.Context, l *coordv1.Lease, group string, 
 	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: groupLeaseName(group), Namespace: s.namespace}}
 		encodeGroup(l, group, g, lo)
-		return s.leases().Create(ctx, l, metav1.CreateOptions{})
+		return s.leases().Create(ctx, l)
 	}
 	l = l.DeepCopy()
 	encodeGroup(l, group, g, lo)
-	return s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	return s.leases().Update(ctx, l)
 }

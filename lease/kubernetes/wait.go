@@ -4,11 +4,11 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -24,8 +24,8 @@ import (
 func (s *Store) watch() <-chan struct{} {
 	s.watchOnce.Do(func() {
 		s.synced = make(chan struct{})
-		factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.namespace))
-		inf := factory.Coordination().V1().Leases()
+		lw := cache.NewListWatchFromClient(s.client.coord, "leases", s.namespace, fields.Everything())
+		inf := cache.NewSharedIndexInformer(lw, &coordv1.Lease{}, 0, cache.Indexers{})
 		wake := func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
@@ -34,15 +34,15 @@ func (s *Store) watch() <-chan struct{} {
 				s.wake(l.Name)
 			}
 		}
-		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    wake,
 			UpdateFunc: func(_, obj any) { wake(obj) },
 			DeleteFunc: wake,
 		})
-		s.lister = inf.Lister().Leases(s.namespace)
-		factory.Start(s.stop)
+		s.informed = inf.GetStore()
+		go inf.Run(s.stop)
 		go func() {
-			if cache.WaitForCacheSync(s.stop, inf.Informer().HasSynced) {
+			if cache.WaitForCacheSync(s.stop, inf.HasSynced) {
 				close(s.synced)
 			}
 		}()
@@ -72,11 +72,15 @@ func (s *Store) changedChan(object string) chan struct{} {
 
 // cached returns the informer's copy of object, or nil.
 func (s *Store) cached(object string) (*coordv1.Lease, error) {
-	l, err := s.lister.Get(object)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	obj, ok, err := s.informed.GetByKey(s.namespace + "/" + object)
+	if err != nil || !ok {
+		return nil, err
 	}
-	return l, err
+	l, ok := obj.(*coordv1.Lease)
+	if !ok {
+		return nil, fmt.Errorf("the watch of Leases gave a %T", obj)
+	}
+	return l, nil
 }
 
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
