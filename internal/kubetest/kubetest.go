@@ -25,6 +25,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -239,9 +240,6 @@ func (s *Server) spawn(name, bin string, args ...string) error {
 // waitReady polls /readyz until it answers 200. It gives up at once when
 // etcd or the API server exits.
 func (s *Server) waitReady() error {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-	}}
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	var last string
@@ -253,9 +251,12 @@ func (s *Server) waitReady() error {
 			default:
 			}
 		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/readyz", nil)
+		// A short timeout per request: an exit is noticed between them.
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, "GET", s.URL+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+AdminToken)
-		resp, err := client.Do(req)
+		resp, err := insecureClient.Do(req)
+		rcancel()
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -297,6 +298,15 @@ func (s *Server) Stop() {
 // returns its path. Namespace, when set, is the context's.
 func (s *Server) Kubeconfig(tb testing.TB, token, namespace string) string {
 	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := s.WriteKubeconfig(path, token, namespace); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// WriteKubeconfig writes to path the kubeconfig that Kubeconfig returns.
+func (s *Server) WriteKubeconfig(path, token, namespace string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -316,11 +326,37 @@ contexts:
     namespace: %q
 current-context: test
 `, s.URL, token, namespace)
-	path := filepath.Join(tb.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		tb.Fatal(err)
+	return os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// insecureClient is an HTTP client for the server, whose certificate is
+// made up at start.
+var insecureClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+}}
+
+// CreateNamespace creates a namespace of a random name, lrtest-…, as the
+// admin, and returns its name. Nothing removes it: the server's etcd is
+// the test's.
+func (s *Server) CreateNamespace(ctx context.Context) (string, error) {
+	ns := "lrtest-" + randomHex(4)
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, ns)
+	req, err := http.NewRequestWithContext(ctx, "POST", s.URL+"/api/v1/namespaces", strings.NewReader(body))
+	if err != nil {
+		return "", err
 	}
-	return path
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := insecureClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return "", fmt.Errorf("create namespace %s: %s: %s", ns, resp.Status, b)
+	}
+	return ns, nil
 }
 
 func randomHex(n int) string {
