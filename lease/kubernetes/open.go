@@ -19,13 +19,9 @@ import (
 )
 
 func init() {
-	lease.Register("k8s", func(ctx context.Context, dsn string, _ lease.OpenOptions) (lease.Store, error) {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	})
+	lease.RegisterStore(func(ctx context.Context, dsn string, _ lease.OpenOptions) (*Store, error) {
+		return Open(ctx, dsn)
+	}, "k8s")
 }
 
 // Verbs is what leaderrun does with Leases in its namespace, and so what

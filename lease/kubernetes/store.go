@@ -63,15 +63,6 @@ func (s *Store) leases() leaseClient {
 	return leaseClient{rc: s.client.coord, namespace: s.namespace}
 }
 
-func (s *Store) isClosed() bool {
-	select {
-	case <-s.closed:
-		return true
-	default:
-		return false
-	}
-}
-
 // target says where name lives: in its own Lease, or as partition p of a
 // group's Lease.
 type target struct {
@@ -101,8 +92,8 @@ type decideFunc func(cur *rec, member func(string) bool, lo, hi time.Time) (*rec
 // it, which saves a read when nobody wrote since; a decision to write
 // nothing is never taken on that copy.
 func (s *Store) modify(ctx context.Context, t target, cached bool, decide decideFunc) (*rec, time.Time, error) {
-	if s.isClosed() {
-		return nil, time.Time{}, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return nil, time.Time{}, err
 	}
 	for range maxConflicts {
 		var l *coordv1.Lease
@@ -337,19 +328,26 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 }
 
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
-	if s.isClosed() {
-		return lease.Record{}, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return lease.Record{}, err
 	}
-	t := targetOf(name)
-	l, err := s.leases().Get(ctx, t.object)
+	l, err := s.leases().Get(ctx, targetOf(name).object)
 	if apierrors.IsNotFound(err) {
 		return lease.Record{}, lease.ErrNotFound
 	}
 	if err != nil {
 		return lease.Record{}, s.fail("get", name, err)
 	}
+	return s.recordOf(l, name)
+}
+
+// recordOf is name's record in l (nil: absent), or ErrNotFound.
+func (s *Store) recordOf(l *coordv1.Lease, name string) (lease.Record, error) {
+	if l == nil {
+		return lease.Record{}, lease.ErrNotFound
+	}
 	lo, _ := s.clock.bounds()
-	r, _, err := s.decode(l, t, lo)
+	r, _, err := s.decode(l, targetOf(name), lo)
 	if err != nil {
 		return lease.Record{}, err
 	}
@@ -360,8 +358,8 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 }
 
 func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
-	if s.isClosed() {
-		return nil, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return nil, err
 	}
 	list, err := s.leases().List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy})
 	if err != nil {
