@@ -121,22 +121,18 @@ func (s *Store) waitOn(object func(key string) string) lease.WaitFunc {
 		obj := object(key)
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
-		select {
-		case <-s.watch():
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closed:
-			return lease.ErrClosed
-		}
-		for {
-			ch := s.changedChan(obj)
-			if moved, err := changed(ctx); err != nil || moved {
-				return err
+		// Until the informer has listed, wait for that; then for a
+		// change of obj, taking the channel before each comparison.
+		wake := s.watch()
+		for synced := false; ; synced = true {
+			if synced {
+				wake = s.changedChan(obj)
+				if moved, err := changed(ctx); err != nil || moved {
+					return err
+				}
 			}
 			select {
-			case <-ch:
+			case <-wake:
 			case <-timer.C:
 				return nil
 			case <-ctx.Done():
