@@ -19,8 +19,9 @@ import (
 // its own that holds the two API groups it uses, coordination.k8s.io/v1
 // (Leases) and authorization.k8s.io/v1 (SelfSubjectAccessReviews), rather
 // than through client-go's clientset, whose scheme registers every API
-// group: that linked over 400 k8s.io packages into every leaderrun binary
-// and cost each process about 15 MB of resident memory at start.
+// group: that linked 420 k8s.io packages into the leaderrun binary
+// instead of 98, and made an idle SQLite leader's RSS 47.9–48.6 MB
+// instead of 28.8–29.0 MB (doc.go).
 
 var (
 	leaseScheme = runtime.NewScheme()
