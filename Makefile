@@ -4,7 +4,7 @@ GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
 TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
-.PHONY: build init-programs test vet mutants mutants-ci kube-apiserver
+.PHONY: build init-programs test vet mutants mutants-ci kube-apiserver test-kube
 
 # The version a built binary reports: the git description of the checkout.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -42,6 +42,15 @@ vet:
 KUBE_APISERVER = $(shell $(GO) env GOCACHE)/leaderrun/kube-apiserver-v1.37.2
 kube-apiserver:
 	test -x $(KUBE_APISERVER) || { cd internal/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
+
+# The Kubernetes store's tests against the API server (built first when it
+# is missing): the store's own, the test helper's, and the scripts run once
+# per store (TestFastStores, TestJudge, TestPartitions), on the k8s store
+# alone. A missing server fails them here, as in CI, instead of skipping.
+KUBE_SCRIPTS = ^(TestFastStores|TestJudge|TestPartitions)$$/^k8s$$
+test-kube: kube-apiserver
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes ./internal/kubetest ./lease/kubernetes
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_SCRIPTS)' .
 
 # The packages whose tests run under the race detector: the lease and the
 # stores, supervision, signals, configuration, the replica (its loop tests)

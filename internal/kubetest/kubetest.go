@@ -10,7 +10,9 @@
 // (Binary); its first build takes minutes. A test binary shares one server
 // between its tests (Shared, with Main in TestMain); tests keep apart with
 // a namespace each. When etcd is missing, or the server cannot be built,
-// tests skip with a message, except in CI, where they fail.
+// tests skip with a message, except in CI, where they fail; a server that
+// was there but did not start fails them everywhere, at once when its
+// process exits, with its output.
 package kubetest
 
 import (
@@ -21,7 +23,9 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,6 +47,11 @@ const Version = "v1.37.2"
 // EnvBinary names a variable that points the tests at a kube-apiserver
 // binary instead of the one built into the Go build cache.
 const EnvBinary = "LEADERRUN_TEST_KUBE_APISERVER"
+
+// EnvRequire names a variable that, set to anything, makes a missing
+// server fail the tests instead of skipping them, as CI does (make
+// test-kube sets it).
+const EnvRequire = "LEADERRUN_TEST_KUBE_REQUIRED"
 
 // AdminToken is the bearer token of a user in group system:masters.
 const AdminToken = "leaderrun-test-admin"
@@ -96,30 +105,52 @@ type Server struct {
 	URL string
 	dir string
 
-	procs []*exec.Cmd
+	procs  []*exec.Cmd
+	exited map[string]<-chan error // process name → its Wait's result, once it exits
 }
+
+// missingError is a start that failed because etcd or the API server's
+// binary is not there: tests skip (fail in CI). Any other failure to start
+// fails them.
+type missingError struct{ err error }
+
+func (e *missingError) Error() string { return e.err.Error() }
+func (e *missingError) Unwrap() error { return e.err }
 
 // Start starts a server of its own for tb, stopped when tb ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s, err := start(tb.TempDir())
-	if err != nil {
-		citest.Missing(tb, "kube-apiserver: %v", err)
-	}
+	failed(tb, err)
 	tb.Cleanup(s.Stop)
 	return s
+}
+
+// failed skips tb (fails it in CI) when err says the server is missing,
+// and fails it for any other error.
+func failed(tb testing.TB, err error) {
+	tb.Helper()
+	var missing *missingError
+	switch {
+	case errors.As(err, &missing) && os.Getenv(EnvRequire) != "":
+		tb.Fatalf("kube-apiserver: %v (%s is set: the tests must run, not skip)", err, EnvRequire)
+	case errors.As(err, &missing):
+		citest.Missing(tb, "kube-apiserver: %v", err)
+	case err != nil:
+		tb.Fatalf("kube-apiserver: %v", err)
+	}
 }
 
 func start(dir string) (*Server, error) {
 	etcdBin, err := etcdtest.Binary()
 	if err != nil {
-		return nil, err
+		return nil, &missingError{err}
 	}
 	apiBin, err := Binary()
 	if err != nil {
-		return nil, err
+		return nil, &missingError{err}
 	}
-	s := &Server{dir: dir}
+	s := &Server{dir: dir, exited: map[string]<-chan error{}}
 	if err := s.files(); err != nil {
 		return nil, err
 	}
@@ -152,6 +183,10 @@ func start(dir string) (*Server, error) {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+key, "--service-account-signing-key-file="+key,
 		"--service-cluster-ip-range=10.96.0.0/24",
+		// The default reconciler (lease) keeps the kubernetes Service's
+		// endpoints; without a controller manager it made the server
+		// exit at start.
+		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false")
 	if err != nil {
@@ -196,22 +231,32 @@ func (s *Server) spawn(name, bin string, args ...string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	s.procs = append(s.procs, cmd)
-	go cmd.Wait()
+	exited := make(chan error, 1)
+	s.exited[name] = exited
+	go func() { exited <- cmd.Wait() }()
 	return nil
 }
 
-// waitReady polls /readyz until it answers 200.
+// waitReady polls /readyz until it answers 200. It gives up at once when
+// etcd or the API server exits.
 func (s *Server) waitReady() error {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-	}}
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	var last string
 	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/readyz", nil)
+		for name, exited := range s.exited {
+			select {
+			case err := <-exited:
+				return fmt.Errorf("%s exited before /readyz answered (%v); its log:\n%s", name, err, s.logOf(name))
+			default:
+			}
+		}
+		// A short timeout per request: an exit is noticed between them.
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, "GET", s.URL+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+AdminToken)
-		resp, err := client.Do(req)
+		resp, err := insecureClient.Do(req)
+		rcancel()
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -227,8 +272,11 @@ func (s *Server) waitReady() error {
 }
 
 // Log returns the tail of the API server's log.
-func (s *Server) Log() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "kube-apiserver.log"))
+func (s *Server) Log() string { return s.logOf("kube-apiserver") }
+
+// logOf returns the tail of the log of the process name.
+func (s *Server) logOf(name string) string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, name+".log"))
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
@@ -250,6 +298,15 @@ func (s *Server) Stop() {
 // returns its path. Namespace, when set, is the context's.
 func (s *Server) Kubeconfig(tb testing.TB, token, namespace string) string {
 	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := s.WriteKubeconfig(path, token, namespace); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// WriteKubeconfig writes to path the kubeconfig that Kubeconfig returns.
+func (s *Server) WriteKubeconfig(path, token, namespace string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -269,11 +326,37 @@ contexts:
     namespace: %q
 current-context: test
 `, s.URL, token, namespace)
-	path := filepath.Join(tb.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		tb.Fatal(err)
+	return os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// insecureClient is an HTTP client for the server, whose certificate is
+// made up at start.
+var insecureClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+}}
+
+// CreateNamespace creates a namespace of a random name, lrtest-…, as the
+// admin, and returns its name. Nothing removes it: the server's etcd is
+// the test's.
+func (s *Server) CreateNamespace(ctx context.Context) (string, error) {
+	ns := "lrtest-" + randomHex(4)
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, ns)
+	req, err := http.NewRequestWithContext(ctx, "POST", s.URL+"/api/v1/namespaces", strings.NewReader(body))
+	if err != nil {
+		return "", err
 	}
-	return path
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := insecureClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return "", fmt.Errorf("create namespace %s: %s: %s", ns, resp.Status, b)
+	}
+	return ns, nil
 }
 
 func randomHex(n int) string {
@@ -309,7 +392,8 @@ func Main(m *testing.M) int {
 }
 
 // Shared returns the server the test binary's tests share, starting it on
-// first use; it skips tb (fails it in CI) when there can be none.
+// first use; it skips tb (fails it in CI) when there can be none, and
+// fails it when the server did not start.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	shared.mu.Lock()
@@ -323,8 +407,6 @@ func Shared(tb testing.TB) *Server {
 			shared.server, shared.err = start(shared.dir)
 		}
 	}
-	if shared.err != nil {
-		citest.Missing(tb, "kube-apiserver: %v", shared.err)
-	}
+	failed(tb, shared.err)
 	return shared.server
 }

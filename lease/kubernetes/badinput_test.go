@@ -73,7 +73,7 @@ func TestMissingNamespaceIsRefused(t *testing.T) {
 // still grows.
 func TestHandEditedLease(t *testing.T) {
 	srv, c := admin(t)
-	ns := namespace(t, c)
+	ns := namespace(t)
 	s := mustOpen(t, srv, adminToken(), ns)
 	leases := c.CoordinationV1().Leases(ns)
 	rec, err := s.Acquire(testCtx(t), "relay", "a", 10*time.Second)

@@ -15,7 +15,7 @@ import (
 func TestConformance(t *testing.T) {
 	srv, c := admin(t)
 	leasetest.Run(t, func(t *testing.T) leasetest.Harness {
-		ns := namespace(t, c)
+		ns := namespace(t)
 		kubeconfig := srv.Kubeconfig(t, kubetest.AdminToken, "")
 		return leasetest.Harness{
 			Open: func(t *testing.T) lease.Store {

@@ -23,8 +23,8 @@ import (
 func (s *Store) modifyGroup(ctx context.Context, group string, cached bool, decide func(cur *groupState, lo, hi time.Time) (*groupState, error)) (*groupState, time.Time, error) {
 	t := target{name: group, object: groupLeaseName(group), group: group}
 	var out *groupState
-	if s.isClosed() {
-		return nil, time.Time{}, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return nil, time.Time{}, err
 	}
 	for range maxConflicts {
 		var l *coordv1.Lease
@@ -33,7 +33,7 @@ func (s *Store) modifyGroup(ctx context.Context, group string, cached bool, deci
 		}
 		fromCache := l != nil
 		if l == nil {
-			got, err := s.leases().Get(ctx, t.object, metav1.GetOptions{})
+			got, err := s.leases().Get(ctx, t.object)
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
@@ -114,19 +114,26 @@ func (s *Store) Leave(ctx context.Context, group, member string) error {
 }
 
 func (s *Store) GetGroup(ctx context.Context, group string) (lease.Group, error) {
-	if s.isClosed() {
-		return lease.Group{}, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return lease.Group{}, err
 	}
-	t := target{name: group, object: groupLeaseName(group), group: group}
-	l, err := s.leases().Get(ctx, t.object, metav1.GetOptions{})
+	l, err := s.leases().Get(ctx, groupLeaseName(group))
 	if apierrors.IsNotFound(err) {
 		return lease.Group{}, lease.ErrNotFound
 	}
 	if err != nil {
 		return lease.Group{}, s.fail("get group", group, err)
 	}
+	return s.groupOf(l, group)
+}
+
+// groupOf is group in l (nil: absent), or ErrNotFound.
+func (s *Store) groupOf(l *coordv1.Lease, group string) (lease.Group, error) {
+	if l == nil {
+		return lease.Group{}, lease.ErrNotFound
+	}
 	lo, _ := s.clock.bounds()
-	_, g, err := s.decode(l, t, lo)
+	_, g, err := s.decode(l, target{name: group, object: groupLeaseName(group), group: group}, lo)
 	if err != nil {
 		return lease.Group{}, err
 	}
@@ -141,9 +148,9 @@ func (s *Store) writeGroup(ctx context.Context, l *coordv1.Lease, group string, 
 	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: groupLeaseName(group), Namespace: s.namespace}}
 		encodeGroup(l, group, g, lo)
-		return s.leases().Create(ctx, l, metav1.CreateOptions{})
+		return s.leases().Create(ctx, l)
 	}
 	l = l.DeepCopy()
 	encodeGroup(l, group, g, lo)
-	return s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	return s.leases().Update(ctx, l)
 }

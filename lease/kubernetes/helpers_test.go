@@ -4,14 +4,10 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -35,15 +31,11 @@ func admin(t testing.TB) (*kubetest.Server, kubernetes.Interface) {
 	return srv, c
 }
 
-// namespace creates a namespace of the test's own.
-func namespace(t testing.TB, c kubernetes.Interface) string {
+// namespace creates a namespace of the test's own on the shared server.
+func namespace(t testing.TB) string {
 	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	ns := "lrtest-" + hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	ns, err := kubetest.Shared(t).CreateNamespace(testCtx(t))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ns

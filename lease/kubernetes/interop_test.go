@@ -72,7 +72,7 @@ func wantLeading(t *testing.T, ch <-chan bool, want bool) {
 // respects leaderrun's tenure until leaderrun releases it.
 func TestClientGoHolderIsRespected(t *testing.T) {
 	srv, c := admin(t)
-	ns := namespace(t, c)
+	ns := namespace(t)
 	s := mustOpen(t, srv, adminToken(), ns)
 	leading, stop := elector(t, c, ns, "shared", "client-go-1", true)
 	wantLeading(t, leading, true)
@@ -116,7 +116,7 @@ func TestClientGoHolderIsRespected(t *testing.T) {
 // unchanged for its duration.
 func TestCrashedClientGoHolderExpires(t *testing.T) {
 	srv, c := admin(t)
-	ns := namespace(t, c)
+	ns := namespace(t)
 	s := mustOpen(t, srv, adminToken(), ns)
 	leading, stop := elector(t, c, ns, "shared", "client-go-1", false)
 	wantLeading(t, leading, true)

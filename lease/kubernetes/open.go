@@ -12,22 +12,16 @@ import (
 	"sync"
 
 	authzv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
 
 func init() {
-	lease.Register("k8s", func(ctx context.Context, dsn string, _ lease.OpenOptions) (lease.Store, error) {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	})
+	lease.RegisterStore(func(ctx context.Context, dsn string, _ lease.OpenOptions) (*Store, error) {
+		return Open(ctx, dsn)
+	}, "k8s")
 }
 
 // Verbs is what leaderrun does with Leases in its namespace, and so what
@@ -114,12 +108,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg.QPS, cfg.Burst = 100, 200
 	clock := clockFor(cfg.Host)
 	cfg.Wrap(clock.wrap)
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := newClients(cfg)
 	if err != nil {
 		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
 	}
 	s := newStore(client, c.namespace, clock, fmt.Sprintf("k8s://%s (%s)", c.namespace, redactHost(cfg.Host)))
-	if err := clock.calibrate(ctx, client.Discovery().RESTClient()); err != nil {
+	if err := clock.calibrate(ctx, client.coord); err != nil {
 		return nil, s.apiError("open kubernetes store "+s.describe, err)
 	}
 	if err := s.checkAccess(ctx); err != nil {
@@ -128,7 +122,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-func newStore(client kubernetes.Interface, namespace string, clock *serverClock, describe string) *Store {
+func newStore(client clients, namespace string, clock *serverClock, describe string) *Store {
 	return &Store{
 		describe:  describe,
 		namespace: namespace,
@@ -171,7 +165,7 @@ func (s *Store) checkAccess(ctx context.Context) error {
 					Namespace: s.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases",
 				},
 			}}
-			got, err := s.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			got, err := s.client.reviewAccess(ctx, review)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

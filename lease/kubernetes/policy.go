@@ -101,7 +101,11 @@ func stepDown(cur *rec, name, successor string, member bool, window time.Duratio
 	if successor == "" {
 		next.Excluded = next.Holder
 	}
-	next.ReservedUS = us(hi.Add(window))
+	// From the earliest the server's clock may read: the reservation
+	// lasts at most the window, as the contract says, however uncertain
+	// the clock (from the latest, it would last up to the uncertainty
+	// longer).
+	next.ReservedUS = us(lo.Add(window))
 	return &next, next.view(name, lo), nil
 }
 

@@ -66,3 +66,27 @@ func TestTokenFloor(t *testing.T) {
 		t.Errorf("token after a foreign holder = %d, want %d (leaderrun's last + 1)", got, want)
 	}
 }
+
+// TestStepDownReservesAtMostTheWindow: a step-down reserves the name for
+// the window from the store's now, never longer, however uncertain the
+// server's clock is: the reservation ends by the earliest server time plus
+// the window, which the latest server time reaches no later.
+func TestStepDownReservesAtMostTheWindow(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	held, err := grant(nil, "n", "a", nil, 10*time.Second, start, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 5 * time.Second
+	lo, hi := start.Add(time.Second), start.Add(1300*time.Millisecond)
+	next, view, err := stepDown(held, "n", "", false, window, lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.Reserved <= 0 || view.Reserved > window {
+		t.Errorf("reserved for %v from the earliest server time, want at most the window %v", view.Reserved, window)
+	}
+	if got, want := fromUS(next.ReservedUS), lo.Add(window); got.After(want) {
+		t.Errorf("reserved until %v, want no later than %v (the earliest server time + the window)", got, want)
+	}
+}

@@ -120,7 +120,7 @@ func exercise(t *testing.T, s, follower lease.Store) {
 // need.
 func TestShippedRBACIsEnough(t *testing.T) {
 	srv, c := admin(t)
-	ns := namespace(t, c)
+	ns := namespace(t)
 	apply(t, c, manifest(t, "rbac.yaml", ns))
 	token := serviceAccountToken(t, c, ns, "leaderrun")
 	// RBAC takes a moment to see a new binding.
@@ -142,7 +142,7 @@ func TestShippedRBACIsEnough(t *testing.T) {
 // than the shipped Role: Open refuses, naming what is missing.
 func TestMissingPermissionsAreNamed(t *testing.T) {
 	srv, c := admin(t)
-	ns := namespace(t, c)
+	ns := namespace(t)
 	for _, tc := range []struct {
 		user  string
 		verbs []string // granted
@@ -188,7 +188,7 @@ func TestMissingPermissionsAreNamed(t *testing.T) {
 // server validates it (no kubelet runs here, so its pods never start).
 func TestDeploymentManifestIsAccepted(t *testing.T) {
 	_, c := admin(t)
-	ns := namespace(t, c)
+	ns := namespace(t)
 	apply(t, c, manifest(t, "rbac.yaml", ns))
 	objs := apply(t, c, manifest(t, "deployment.yaml", ns))
 	d := objs[0].(*appsv1.Deployment)

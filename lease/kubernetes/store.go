@@ -15,8 +15,7 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	listers "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -26,7 +25,7 @@ import (
 type Store struct {
 	describe  string
 	namespace string
-	client    kubernetes.Interface
+	client    clients
 	clock     *serverClock
 
 	mu       sync.Mutex               // guards written, observed and changed
@@ -35,8 +34,8 @@ type Store struct {
 	changed  map[string]chan struct{} // Lease name → closed and replaced when the informer sees it change
 
 	watchOnce sync.Once
-	lister    listers.LeaseNamespaceLister // set by watchOnce
-	synced    chan struct{}                // closed once the informer has listed; set by watchOnce
+	informed  cache.Store   // the informer's copies of the namespace's Leases; set by watchOnce
+	synced    chan struct{} // closed once the informer has listed; set by watchOnce
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -60,21 +59,8 @@ type observation struct {
 // meeting another's.
 const maxConflicts = 50
 
-func (s *Store) leases() interface {
-	Get(context.Context, string, metav1.GetOptions) (*coordv1.Lease, error)
-	Create(context.Context, *coordv1.Lease, metav1.CreateOptions) (*coordv1.Lease, error)
-	Update(context.Context, *coordv1.Lease, metav1.UpdateOptions) (*coordv1.Lease, error)
-} {
-	return s.client.CoordinationV1().Leases(s.namespace)
-}
-
-func (s *Store) isClosed() bool {
-	select {
-	case <-s.closed:
-		return true
-	default:
-		return false
-	}
+func (s *Store) leases() leaseClient {
+	return leaseClient{rc: s.client.coord, namespace: s.namespace}
 }
 
 // target says where name lives: in its own Lease, or as partition p of a
@@ -106,8 +92,8 @@ type decideFunc func(cur *rec, member func(string) bool, lo, hi time.Time) (*rec
 // it, which saves a read when nobody wrote since; a decision to write
 // nothing is never taken on that copy.
 func (s *Store) modify(ctx context.Context, t target, cached bool, decide decideFunc) (*rec, time.Time, error) {
-	if s.isClosed() {
-		return nil, time.Time{}, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return nil, time.Time{}, err
 	}
 	for range maxConflicts {
 		var l *coordv1.Lease
@@ -116,7 +102,7 @@ func (s *Store) modify(ctx context.Context, t target, cached bool, decide decide
 		}
 		fromCache := l != nil
 		if l == nil {
-			got, err := s.leases().Get(ctx, t.object, metav1.GetOptions{})
+			got, err := s.leases().Get(ctx, t.object)
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
@@ -241,9 +227,9 @@ func (s *Store) write(ctx context.Context, l *coordv1.Lease, t target, g *groupS
 		encodeGroup(l, t.group, &ng, lo)
 	}
 	if create {
-		return s.leases().Create(ctx, l, metav1.CreateOptions{})
+		return s.leases().Create(ctx, l)
 	}
-	return s.leases().Update(ctx, l, metav1.UpdateOptions{})
+	return s.leases().Update(ctx, l)
 }
 
 func (s *Store) lastWritten(object string) *coordv1.Lease {
@@ -342,19 +328,26 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 }
 
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
-	if s.isClosed() {
-		return lease.Record{}, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return lease.Record{}, err
 	}
-	t := targetOf(name)
-	l, err := s.leases().Get(ctx, t.object, metav1.GetOptions{})
+	l, err := s.leases().Get(ctx, targetOf(name).object)
 	if apierrors.IsNotFound(err) {
 		return lease.Record{}, lease.ErrNotFound
 	}
 	if err != nil {
 		return lease.Record{}, s.fail("get", name, err)
 	}
+	return s.recordOf(l, name)
+}
+
+// recordOf is name's record in l (nil: absent), or ErrNotFound.
+func (s *Store) recordOf(l *coordv1.Lease, name string) (lease.Record, error) {
+	if l == nil {
+		return lease.Record{}, lease.ErrNotFound
+	}
 	lo, _ := s.clock.bounds()
-	r, _, err := s.decode(l, t, lo)
+	r, _, err := s.decode(l, targetOf(name), lo)
 	if err != nil {
 		return lease.Record{}, err
 	}
@@ -365,10 +358,10 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 }
 
 func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
-	if s.isClosed() {
-		return nil, lease.ErrClosed
+	if err := lease.IfClosed(s.closed); err != nil {
+		return nil, err
 	}
-	list, err := s.client.CoordinationV1().Leases(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy})
+	list, err := s.leases().List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy})
 	if err != nil {
 		return nil, s.apiError("list leases", err)
 	}

@@ -4,11 +4,11 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -24,8 +24,8 @@ import (
 func (s *Store) watch() <-chan struct{} {
 	s.watchOnce.Do(func() {
 		s.synced = make(chan struct{})
-		factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.namespace))
-		inf := factory.Coordination().V1().Leases()
+		lw := cache.NewListWatchFromClient(s.client.coord, "leases", s.namespace, fields.Everything())
+		inf := cache.NewSharedIndexInformer(lw, &coordv1.Lease{}, 0, cache.Indexers{})
 		wake := func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
@@ -34,15 +34,15 @@ func (s *Store) watch() <-chan struct{} {
 				s.wake(l.Name)
 			}
 		}
-		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    wake,
 			UpdateFunc: func(_, obj any) { wake(obj) },
 			DeleteFunc: wake,
 		})
-		s.lister = inf.Lister().Leases(s.namespace)
-		factory.Start(s.stop)
+		s.informed = inf.GetStore()
+		go inf.Run(s.stop)
 		go func() {
-			if cache.WaitForCacheSync(s.stop, inf.Informer().HasSynced) {
+			if cache.WaitForCacheSync(s.stop, inf.HasSynced) {
 				close(s.synced)
 			}
 		}()
@@ -70,94 +70,76 @@ func (s *Store) changedChan(object string) chan struct{} {
 	return ch
 }
 
-// cached returns the informer's copy of object, or nil.
+// cached returns the informer's copy of object, or nil when it has none.
 func (s *Store) cached(object string) (*coordv1.Lease, error) {
-	l, err := s.lister.Get(object)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	obj, ok, err := s.informed.GetByKey(s.namespace + "/" + object)
+	if err != nil || !ok {
+		return nil, err
 	}
-	return l, err
+	l, ok := obj.(*coordv1.Lease)
+	if !ok {
+		return nil, fmt.Errorf("the watch of Leases gave a %T", obj)
+	}
+	return l, nil
 }
 
+// Wait and WaitGroup compare with seen the informer's copy of the Lease,
+// not one read from the server: a renewal wakes every follower, and
+// costs the server no read for it.
+
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
-	t := targetOf(name)
-	return s.wait(ctx, t.object, timeout, func(l *coordv1.Lease, lo time.Time) (bool, error) {
-		cur := lease.Record{}
-		r, _, err := s.decode(l, t, lo)
-		if err != nil {
-			return false, err
-		}
-		if r != nil {
-			cur = r.view(name, lo)
-		}
-		return !lease.SameTenure(cur, seen), nil
-	})
+	return lease.AwaitTenure(ctx, s.waitOn(func(name string) string { return targetOf(name).object }),
+		func(_ context.Context, name string) (lease.Record, error) {
+			l, err := s.cached(targetOf(name).object)
+			if err != nil {
+				return lease.Record{}, err
+			}
+			return s.recordOf(l, name)
+		}, name, seen, timeout)
 }
 
 func (s *Store) WaitGroup(ctx context.Context, group string, seen lease.Group, timeout time.Duration) (lease.Group, error) {
-	t := target{name: group, object: groupLeaseName(group), group: group}
-	var changed lease.Group
-	err := s.wait(ctx, t.object, timeout, func(l *coordv1.Lease, lo time.Time) (bool, error) {
-		cur := lease.Group{}
-		if l != nil {
-			_, g, err := s.decode(l, t, lo)
+	return lease.AwaitGroup(ctx, s.waitOn(groupLeaseName),
+		func(_ context.Context, group string) (lease.Group, error) {
+			l, err := s.cached(groupLeaseName(group))
 			if err != nil {
-				return false, err
+				return lease.Group{}, err
 			}
-			if g.Partitions > 0 {
-				cur = g.view(group, lo)
-			}
-		}
-		if lease.SameGroup(cur, seen) {
-			return false, nil
-		}
-		changed = cur
-		return true, nil
-	})
-	if err != nil {
-		return lease.Group{}, err
-	}
-	return changed, nil
+			return s.groupOf(l, group)
+		}, group, seen, timeout)
 }
 
-// wait returns once differs reports that the informer's copy of object
-// (nil: absent) differs from what the caller saw, at timeout, or with an
-// error when ctx ends or the handle is closed. It checks on every change
-// of object and once at the start, with the wake-up channel taken first.
-func (s *Store) wait(ctx context.Context, object string, timeout time.Duration, differs func(*coordv1.Lease, time.Time) (bool, error)) error {
-	if s.isClosed() {
-		return lease.ErrClosed
-	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-s.watch():
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closed:
-		return lease.ErrClosed
-	}
-	for {
-		ch := s.changedChan(object)
-		l, err := s.cached(object)
-		if err != nil {
+// waitOn is the store's lease.WaitFunc for keys whose Lease object names:
+// it starts the informer (and waits for its first list), then calls
+// changed at once and on every change of the Lease, with the wake-up
+// channel taken before each call.
+func (s *Store) waitOn(object func(key string) string) lease.WaitFunc {
+	return func(ctx context.Context, key string, timeout time.Duration, changed func(context.Context) (bool, error)) error {
+		if err := lease.IfClosed(s.closed); err != nil {
 			return err
 		}
-		lo, _ := s.clock.bounds()
-		moved, err := differs(l, lo)
-		if err != nil || moved {
-			return err
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closed:
-			return lease.ErrClosed
+		obj := object(key)
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		// Until the informer has listed, wait for that; then for a
+		// change of obj, taking the channel before each comparison.
+		wake := s.watch()
+		for synced := false; ; synced = true {
+			if synced {
+				wake = s.changedChan(obj)
+				if moved, err := changed(ctx); err != nil || moved {
+					return err
+				}
+			}
+			select {
+			case <-wake:
+			case <-timer.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.closed:
+				return lease.ErrClosed
+			}
 		}
 	}
 }

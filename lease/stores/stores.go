@@ -5,11 +5,10 @@
 // The etcd store (etcd.go) links gRPC and the etcd client, whose package
 // initialisation costs about 4 MB of resident memory in every leaderrun
 // process, whichever store it uses; build with -tags noetcd to leave it out.
-// The Kubernetes store (kubernetes.go) links client-go, whose typed
-// clients and scheme cover every API group, which more than doubles a
-// process's resident memory (BENCHMARKS.md, once measured there); it is
-// built only with -tags kubernetes until it is slimmer and its tests run
-// against a real API server in CI.
+// The Kubernetes store (kubernetes.go) links client-go's REST client,
+// which adds about 5 MB to a process's resident memory and 9 MB to the
+// binary (lease/kubernetes/doc.go has the numbers); it is built only with
+// -tags kubernetes until its tests run against a real API server in CI.
 package stores
 
 import (
