@@ -74,7 +74,11 @@ func (r *Replica) countExit(failures *int, end tenureEnd, log *slog.Logger, agai
 	}
 	delay := restartDelay(r.cfg.RestartDelay, *failures)
 	if *failures >= 2 {
-		log.Warn("command keeps failing or exiting at once; backing off before "+again, "consecutive_failures", *failures,
+		what := "command keeps failing"
+		if end.status.ExitCode() == 0 {
+			what = "command keeps exiting at once"
+		}
+		log.Warn(what+"; backing off before "+again, "consecutive_failures", *failures,
 			"delay", delay, "last", end.why)
 	} else {
 		log.Info(again+" after the restart delay", "delay", delay, "consecutive_failures", *failures)
