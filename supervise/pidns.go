@@ -69,8 +69,9 @@ var ErrNamespace = errors.New("cannot create a PID namespace")
 // IsNamespaceInit reports whether this process was started by Start as the
 // init of a PID namespace (when no init program is embedded, Start runs
 // this program again as the init). Such a process must run RunInit and
-// exit with its result before doing anything else. Only the first call
-// checks; it may wait up to handshakeWait for the parent's nonce.
+// exit with its result before doing anything else: RunInit exits at once,
+// running nothing, when the parent's nonce did not come. Only the first
+// call checks; it may wait up to handshakeWait for the nonce.
 func IsNamespaceInit() bool { return nsinit.IsInit() }
 
 // RunInit is the init of a PID namespace that Start created (see package

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 
 // requireNamespaces skips when this process may not create PID namespaces.
@@ -143,4 +145,55 @@ func TestPIDNamespaceSIGSTOPStopsTheCommand(t *testing.T) {
 		})
 	}
 	c.Stop()
+}
+
+// TestPIDNamespaceInitWithoutNonceExits starts this program as a
+// namespace's init would be started, but closes the handshake pipe
+// without the nonce, as a supervisor SIGKILLed while it forks the init
+// does. Then the init has no parent-death signal: ForkExec's check for a
+// parent that died before the child armed it compares getppid, which is 0
+// in the new namespace, and the signal it sends itself, PID 1 there, is
+// dropped. Such an init must exit at once, running nothing. It went on as
+// the program instead: here the helper "env" wrote its file and exited 0;
+// a re-executed leaderrun ran its arguments as a replica, PID 1 of its
+// own namespace, for ever (seen left by a killed make test).
+func TestPIDNamespaceInitWithoutNonceExits(t *testing.T) {
+	requireNamespaces(t)
+	file := filepath.Join(t.TempDir(), "env")
+	_, statusW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hsR, hsW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], file)
+	cmd.Env = append(helperEnviron(os.Environ(), "env"),
+		nsinit.EnvValue(syscall.SIGTERM, time.Second, "00112233445566778899aabbccddeeff"))
+	cmd.ExtraFiles = []*os.File{statusW, hsR} // descriptors 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	statusW.Close()
+	hsR.Close()
+	hsW.Close() // no nonce: the supervisor is gone
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the init without its nonce still ran %v later", testTimeout)
+	}
+	if exists(file) {
+		t.Errorf("the init without its nonce went on as the program that it is (helper env wrote its file)")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(stderr.String(), "no nonce") {
+		t.Errorf("the init without its nonce exited %d, stderr %q; want 125 and why", code, stderr.String())
+	}
 }

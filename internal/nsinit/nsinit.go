@@ -31,9 +31,9 @@ import (
 // the status pipe's descriptor, the stop signal (0 for a probe that runs
 // nothing), the kill grace in nanoseconds, and a random nonce that the
 // parent also writes to the handshake pipe. A variable alone, which anyone
-// can set, never makes a process the init: it must also be PID 1 of a
-// namespace whose creator is outside it, and read the same nonce from the
-// handshake pipe.
+// can set, never makes a process run a command as the init: it must also
+// be PID 1 of a namespace whose creator is outside it, and read the same
+// nonce from the handshake pipe; such a PID 1 without the nonce exits.
 const Env = "LEADERRUN_INTERNAL_PIDNS_INIT"
 
 // StopsEnv names the descriptor on which the init reports its command's
@@ -88,27 +88,41 @@ func EncodeStatus(code int, sig syscall.Signal) string {
 	return strconv.Itoa(code) + " " + strconv.Itoa(int(sig)) + "\n"
 }
 
-var isInit *bool
-
-// IsInit reports whether this process was started by package supervise as
-// the init of a PID namespace: the variable, PID 1 with a parent outside
-// the namespace (getppid is 0), and the nonce on the handshake pipe. Such a
-// process must call Run and exit with its result before doing anything
-// else. Only the first call checks, from the main goroutine; it may wait up
-// to HandshakeWait for the parent's nonce.
-func IsInit() bool {
-	if isInit == nil {
-		b := checkInit()
-		isInit = &b
-	}
-	return *isInit
+// checked is what the first IsInit found.
+var checked struct {
+	done     bool
+	marked   bool // the variable, as PID 1 of a namespace whose creator is outside it
+	verified bool // and the nonce read from the handshake pipe
 }
 
-func checkInit() bool {
-	v := os.Getenv(Env)
-	if v == "" || os.Getpid() != 1 || os.Getppid() != 0 {
-		return false
+// IsInit reports whether this process was started as the init of a PID
+// namespace: the variable, PID 1 with a parent outside the namespace
+// (getppid is 0). Such a process must call Run and exit with its result
+// before doing anything else: Run runs the command only once the parent's
+// nonce came on the handshake pipe, and otherwise exits at once. Only the
+// first call checks, from the main goroutine; it may wait up to
+// HandshakeWait for the parent's nonce.
+//
+// A would-be init without its nonce must never go on as anything else (the
+// program that runs it may be leaderrun itself): its parent died while it
+// was being started, and then it has no parent-death signal, since
+// ForkExec's check for a parent that died before the child armed it
+// compares getppid, which is 0 in a new PID namespace, and its signal to
+// itself, PID 1 there, is dropped. The nonce, written once the exec is
+// done, is what proves the signal armed.
+func IsInit() bool {
+	if !checked.done {
+		checked.done = true
+		v := os.Getenv(Env)
+		checked.marked = v != "" && os.Getpid() == 1 && os.Getppid() == 0
+		checked.verified = checked.marked && handshake(v)
 	}
+	return checked.marked
+}
+
+// handshake reports whether the nonce of the Env value v came on the
+// handshake pipe within HandshakeWait.
+func handshake(v string) bool {
 	_, _, _, nonce, ok := parseEnv(v)
 	if !ok {
 		return false
@@ -147,6 +161,11 @@ func checkInit() bool {
 // never waits for room in it, so that its exit, which ends the command's
 // whole tree, never waits on what the pipe holds.
 func Run() int {
+	if IsInit(); !checked.verified {
+		os.Stderr.WriteString("leaderrun: namespace init: no nonce from the leaderrun that started it (it died, " +
+			"or took longer than " + HandshakeWait.String() + "): exiting without running the command\n")
+		return 125
+	}
 	fd, stopSig, grace, _, ok := parseEnv(os.Getenv(Env))
 	os.Unsetenv(Env)
 	if !ok || len(os.Args) < 3 {
