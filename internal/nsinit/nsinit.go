@@ -114,10 +114,18 @@ func IsInit() bool {
 	if !checked.done {
 		checked.done = true
 		v := os.Getenv(Env)
-		checked.marked = v != "" && os.Getpid() == 1 && os.Getppid() == 0
+		checked.marked = v != "" && os.Getpid() == 1 && os.Getppid() == 0 && handshakePipe()
 		checked.verified = checked.marked && handshake(v)
 	}
 	return checked.marked
+}
+
+// handshakePipe reports whether HandshakeFD is a pipe, as the supervisor
+// that starts an init leaves it: the variable alone, in a namespace that
+// someone else made (unshare), does not make leaderrun an init.
+func handshakePipe() bool {
+	var st unix.Stat_t
+	return unix.Fstat(HandshakeFD, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
 }
 
 // handshake reports whether the nonce of the Env value v came on the
