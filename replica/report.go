@@ -22,7 +22,7 @@ type reporter struct {
 	obs        *observe.Observer
 	sd         *sdnotify.Notifier
 
-	mu         sync.Mutex // guards leader and stopping
+	mu         sync.Mutex // guards leader and isStopping
 	leader     string     // the other holder last seen while standing by
 	isStopping bool       // STOPPING=1 was sent: no later status says otherwise
 }
