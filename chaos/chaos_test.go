@@ -81,7 +81,7 @@ func runChaos(t *testing.T, store string, partitioned bool) {
 	c := newCluster(t, store, replicaCount, partitions)
 	var done []*round
 	for i, f := range schedule(store, partitioned, rounds(), rng) {
-		rds := c.run(i+1, f[0], f[1], rng)
+		rds := c.runRetrying(i+1, f[0], f[1], rng)
 		done = append(done, rds...)
 		for _, rd := range rds {
 			t.Log(describe(rd))

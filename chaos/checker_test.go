@@ -309,3 +309,22 @@ func TestTooFewInjected(t *testing.T) {
 		t.Errorf("3 of 5 injected at 0.8: %q, want a complaint", got)
 	}
 }
+
+func TestOnlyMomentarySkipsAreRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rds  []*round
+		want bool
+	}{
+		{"injected", []*round{{n: 1}}, false},
+		{"partitions injected", []*round{{n: 1, part: "0"}, {n: 1, part: "1"}}, false},
+		{"leader moved", []*round{{n: 1, skipped: "the leader changed before the fault"}}, true},
+		{"did not arm", []*round{{n: 1, skipped: "the child did not arm (leader changed?)"}}, true},
+		{"no leader", []*round{{n: 1, skipped: "no leader within 30s", problems: []string{"no leader within 30s"}}}, false},
+		{"stuck partition", []*round{{n: 1, skipped: "only 3 of 4 partitions had a child", d3: "held by a frozen replica"}}, false},
+	} {
+		if got := skippedForNow(tc.rds); got != tc.want {
+			t.Errorf("%s: skippedForNow = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -93,6 +93,32 @@ type fault struct {
 	problems      []string
 }
 
+// faultTries is how often runRetrying tries a fault that could not be
+// injected for a reason of the moment.
+const faultTries = 3
+
+// runRetrying runs fault n and tries it again, up to faultTries times in
+// all, while it could not be injected for a reason of the moment — the
+// leader or a partition moved before the fault, a child did not arm in
+// time — so that a busy machine, where partitions settle slowly after the
+// previous fault, does not thin the run. A round skipped for a problem (no
+// leader at all) is not retried: that is for the checker to see.
+func (c *cluster) runRetrying(n int, kind, variant string, rng *rand.Rand) []*round {
+	for try := 1; ; try++ {
+		rds := c.run(n, kind, variant, rng)
+		if try == faultTries || !skippedForNow(rds) {
+			return rds
+		}
+		c.t.Logf("round %d %s/%s: %s; trying again (%d of %d)", n, kind, variant, rds[0].skipped, try+1, faultTries)
+	}
+}
+
+// skippedForNow reports whether rds is a skipped round whose reason may
+// pass: no fault was injected and nothing went wrong.
+func skippedForNow(rds []*round) bool {
+	return len(rds) == 1 && rds[0].skipped != "" && len(rds[0].problems) == 0 && rds[0].d3 == ""
+}
+
 // run injects one fault of kind, the children it hits armed with variant
 // first, and follows what happens to each tenure it hit until the old
 // tenure is gone and a new child runs.
