@@ -57,20 +57,6 @@ func openProcess(pid int, start uint64, id identity) (*process, error) {
 	return &process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid))}, nil
 }
 
-// openMember opens a pidfd on pid if, once opened, it is a live process
-// of process group pgid; it returns nil otherwise.
-func openMember(pid, pgid int) *process {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return nil
-	}
-	if st, err := procstat.Read(pid); err != nil || st.Pgid != pgid {
-		unix.Close(fd)
-		return nil
-	}
-	return &process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid))}
-}
-
 func (p *process) Close() error { return p.f.Close() }
 
 // lives checks that the process has not exited and that its pid still has
@@ -171,36 +157,6 @@ func pollNow(fd int, events int16) (revents int16, ok bool) {
 		}
 		return pfd[0].Revents, err == nil && n > 0
 	}
-}
-
-// groupMembers returns pidfds on the processes of process group pgid that
-// have not exited, found in /proc, and how many have exited without being
-// reaped. Whether a process has exited is the pidfd's answer, which counts
-// every thread: /proc shows a zombie leader while its other threads run.
-func groupMembers(pgid int) (live []*process, unreaped int) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, 0
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := procstat.Read(pid); err != nil || st.Pgid != pgid {
-			continue
-		}
-		m := openMember(pid, pgid)
-		switch {
-		case m == nil:
-		case m.exited():
-			unreaped++
-			m.Close()
-		default:
-			live = append(live, m)
-		}
-	}
-	return live, unreaped
 }
 
 // exited reports whether the process has exited, without blocking.
