@@ -124,7 +124,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	}
 	log := e.logger()
 	backoff := e.RetryPeriod / 4
-	var leader Record      // last tenure seen, to log each change once
+	var leader Record      // last tenure seen, to say each change once (sameStandby)
 	var watch *holderWatch // the Prover's watch of the tenure that holds the name
 	defer func() { watch.stop() }()
 	for {
@@ -163,10 +163,10 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 			e.unsure = e.unsure && held.Record.Holder == e.Holder
 			backoff = e.RetryPeriod / 4
 			sleep := held.Record.Remaining + rand.N(maxJitter)
-			if !SameTenure(held.Record, leader) {
-				leader = held.Record
+			if !sameStandby(held.Record, leader) {
 				e.logHeld(log, held.Record)
 			}
+			leader = held.Record
 			watch = e.watchHolder(ctx, watch, held.Record, log)
 			proved, err := e.waitHeld(ctx, held.Record, sleep, watch)
 			if err != nil {
@@ -239,6 +239,14 @@ func roundLogged(d time.Duration) time.Duration {
 		return d.Round(time.Microsecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// sameStandby reports whether a follower that said logHeld's line of a has
+// nothing new to say of b: the same holder's tenure, released or not. The
+// leader's record of where its command runs (Annotate, just after the
+// command starts) and a step-down request change the record, not the line.
+func sameStandby(a, b Record) bool {
+	return a.Holder == b.Holder && a.Token == b.Token && a.Released == b.Released
 }
 
 func (e *Elector) logHeld(log *slog.Logger, r Record) {

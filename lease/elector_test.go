@@ -1,9 +1,12 @@
 package lease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -472,5 +475,35 @@ func TestReleaseErrorNamedOnce(t *testing.T) {
 		if got, want := fmt.Sprint(err), `release lease "relay": connection reset`; got != want {
 			t.Errorf("Release = %q, want %q", got, want)
 		}
+	})
+}
+
+// A follower says "standing by" once per tenure it waits for: the leader
+// recording where its command runs (Annotate, just after the command
+// starts) changes the record, not what the follower has to say. It said it
+// twice, 25 ms apart, before.
+func TestStandingBySaidOncePerTenure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		leader := campaign(t, elector(m, "a", clock))
+		var logged bytes.Buffer
+		e := elector(m, "b", clock)
+		e.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.Campaign(ctx) }()
+		synctest.Wait() // the follower waits for the leader's tenure
+		if err := leader.Annotate(context.Background(), "somewhere"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		if n := strings.Count(logged.String(), "standing by"); n != 1 {
+			t.Errorf("the follower said standing by %d times, want once:\n%s", n, logged.String())
+		}
+		leader.Release(context.Background())
 	})
 }
