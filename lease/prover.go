@@ -41,6 +41,13 @@ type Prover interface {
 // on several hosts: Campaign logs it at debug level only.
 var ErrElsewhere = errors.New("the leader runs on another host or in another PID namespace")
 
+// ErrCommandGone is wrapped by a Prove error that says the holder lives
+// but its command, as its record names it, has exited (its pid is free or
+// another process's): the holder is ending its tenure, or restarting its
+// command and about to record the new one. Campaign logs it at debug level
+// only: a watch of the holder's next record follows.
+var ErrCommandGone = errors.New("the leader's command has exited")
+
 // ErrOtherTakes is Prove's error when another follower on the holder's
 // host proved the same ended tenure first and takes the name: this one
 // waits for the store to show the new holder (or, should that follower
@@ -95,7 +102,7 @@ func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, l
 			return
 		}
 		level := slog.LevelInfo
-		if errors.Is(w.err, ErrElsewhere) {
+		if errors.Is(w.err, ErrElsewhere) || errors.Is(w.err, ErrCommandGone) {
 			level = slog.LevelDebug
 		}
 		log.Log(context.Background(), level, "cannot watch the leader on this host; a crash hands over at the lease's expiry",

@@ -1,8 +1,12 @@
 package lease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -406,6 +410,42 @@ func TestYieldedTenureTakenIsNoLoss(t *testing.T) {
 					t.Errorf("a's tenure ended with %v, want %v", got, tc.want)
 				}
 			})
+		})
+	}
+}
+
+// A watch that cannot prove anything because the leader's command has just
+// exited (its tenure ending, or the command restarting) is no news for the
+// operator: the line is at debug level, where a Prove that fails for a
+// reason worth knowing stays at info. It read "cannot watch the leader on
+// this host … pidfd_open: no such process" at info before.
+func TestCommandGoneIsNotWorthAnInfoLine(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		info bool
+	}{
+		{fmt.Errorf("cannot prove: %w: pidfd_open(123): no such process", lease.ErrCommandGone), false},
+		{fmt.Errorf("cannot prove: %w", lease.ErrElsewhere), false},
+		{errors.New("cannot prove: no permission to signal the leader's command"), true},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			m := &leasetest.Memory{}
+			clock := newFakeClock()
+			leader := annotatedLeader(t, m, clock)
+			var logged bytes.Buffer
+			e := elector(m, "b", clock)
+			e.Prover = &fakeProver{err: tc.err}
+			e.Logger = slog.New(slog.NewTextHandler(&logged, nil)) // info and above
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); e.Campaign(ctx) }()
+			synctest.Wait()
+			cancel()
+			<-done
+			if got := strings.Contains(logged.String(), "cannot watch the leader"); got != tc.info {
+				t.Errorf("Prove error %q: logged at info %v, want %v:\n%s", tc.err, got, tc.info, logged.String())
+			}
+			leader.Release(context.Background())
 		})
 	}
 }

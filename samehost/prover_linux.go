@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -180,6 +181,9 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 	child, err = openProcess(w.Child, w.ChildStart, identity{parent: w.Pid})
 	if err != nil {
 		holder.Close()
+		if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) || errors.Is(err, errReused) {
+			return nil, nil, t, fmt.Errorf("%w: %w: %w", ErrUnprovable, lease.ErrCommandGone, err)
+		}
 		return nil, nil, t, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)
 	}
 	err = child.signal(0)

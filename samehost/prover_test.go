@@ -181,19 +181,21 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		edit      func(w *Where)
 		elsewhere bool
 		why       string
+		gone      bool // the command named has exited: lease.ErrCommandGone
 	}{
-		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true, "boot id"},
-		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true, "PID namespace"},
-		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false, "the leader: pid"},
-		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false, "the leader's command: pid"},
-		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)+1 }, false, "started at tick"},
+		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true, "boot id", false},
+		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true, "PID namespace", false},
+		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false, "the leader: pid", false},
+		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false, "command has exited: pid", true},
+		{"no such command (it exited)", func(w *Where) { w.Child, w.Pgid = 1<<22, 1<<22 }, false, "pidfd_open", true},
+		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)+1 }, false, "started at tick", true}, // as a reused pid would
 		{"a stranger that is not the holder's child as the command", func(w *Where) {
 			w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)
-		}, false, "is a child of"},
-		{"a holder that runs another program", func(w *Where) { w.Pid, w.Start = opid, startOf(t, opid) }, false, `runs "sleep"`},
-		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.Pid, self.Start }, false, "is this process"},
-		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false, "does not lead"},
-		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false, "pidfd_open"},
+		}, false, "is a child of", false},
+		{"a holder that runs another program", func(w *Where) { w.Pid, w.Start = opid, startOf(t, opid) }, false, `runs "sleep"`, false},
+		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.Pid, self.Start }, false, "is this process", false},
+		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false, "does not lead", false},
+		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false, "pidfd_open", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ten.where
@@ -211,6 +213,9 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 			}
 			if got := errors.Is(err, lease.ErrElsewhere); got != tc.elsewhere {
 				t.Errorf("Prove = %v: ErrElsewhere %v, want %v", err, got, tc.elsewhere)
+			}
+			if got := errors.Is(err, lease.ErrCommandGone); got != tc.gone {
+				t.Errorf("Prove = %v: ErrCommandGone %v, want %v", err, got, tc.gone)
 			}
 		})
 	}
