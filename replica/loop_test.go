@@ -681,3 +681,59 @@ func TestLoopStopAsCampaignWinsStartsNothing(t *testing.T) {
 		}
 	})
 }
+
+// lines is a log destination that the loop's goroutines may share.
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A command that ends on its own in failure — a non-zero status, or a
+// signal that leaderrun did not send, such as the kernel's out-of-memory
+// killer's SIGKILL — is a warning; a clean exit is not. Every "command
+// exited" line was at info before.
+func TestLoopWarnsOfACommandThatFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lines
+		lp := startLoop(t, func(rc *Config) { rc.RestartDelay = 0 }, func(lp *loop) {
+			lp.l.log = slog.New(slog.NewTextHandler(&logged, nil))
+		})
+		for _, st := range []supervise.Status{{Signal: syscall.SIGKILL}, {Code: 3}, {Code: 0}} {
+			c := lp.next(time.Minute)
+			time.Sleep(2 * quickExit) // not a command that exits at once
+			c.ev.add("exited %d", c.n)
+			c.end(st)
+		}
+		lp.next(time.Minute)
+		lp.end()
+		for _, want := range []string{
+			`level=WARN msg="command exited"`,
+			`status="killed by SIGKILL"`,
+			`status="exit status 3"`,
+		} {
+			if !strings.Contains(logged.String(), want) {
+				t.Errorf("log lacks %q:\n%s", want, logged.String())
+			}
+		}
+		for _, l := range strings.Split(logged.String(), "\n") {
+			if strings.Contains(l, `msg="command exited"`) && strings.Contains(l, "exit status 0") && !strings.Contains(l, "level=INFO") {
+				t.Errorf("a clean exit logged as %q, want info", l)
+			}
+			if strings.Contains(l, `msg="command exited"`) && !strings.Contains(l, "exit status 0") && !strings.Contains(l, "level=WARN") {
+				t.Errorf("a failure logged as %q, want a warning", l)
+			}
+		}
+	})
+}

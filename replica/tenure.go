@@ -158,7 +158,7 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 				"(one that daemonizes or forks into the background looks finished, and what it left running is killed)",
 				"status", end.status.String(), "ran", ran.Round(time.Millisecond))
 		} else {
-			log.Info("command exited", "status", end.status.String())
+			logExit(log, end.status)
 		}
 		return end
 	case <-ten.Context().Done():
@@ -181,6 +181,17 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 	}
 	log.Info("command stopped", "status", end.status.String())
 	return end
+}
+
+// logExit says that the command ended on its own: at info when it
+// succeeded, else as a warning (a failure, or a signal from elsewhere: the
+// kernel's out-of-memory killer's SIGKILL, say).
+func logExit(log *slog.Logger, st supervise.Status) {
+	level := slog.LevelInfo
+	if st != (supervise.Status{}) {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "command exited", "status", st.String())
 }
 
 // release hands the name back, and reports whether it did, or whether a
