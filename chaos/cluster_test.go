@@ -62,8 +62,8 @@ type timing struct {
 // partition whose owner died is taken over within the TTL plus this.
 const reconcileInterval = time.Second
 
-// readTiming takes the timing a replica logged when it began campaigning
-// (or, partitioned, joining the group); durations are logged as text
+// readTiming takes the timing a replica logged on its "starting" line;
+// durations are logged as text
 // (the derived renew deadline and interval included); it waits up to d.
 func readTiming(logPath string, d time.Duration) (timing, error) {
 	deadline := time.Now().Add(d)
@@ -77,7 +77,7 @@ func readTiming(logPath string, d time.Duration) (timing, error) {
 				RenewDeadline string `json:"renew_deadline"`
 				KillGrace     string `json:"kill_grace"`
 			}
-			if json.Unmarshal([]byte(line), &l) != nil || (l.Msg != "campaigning" && l.Msg != "joining the group") {
+			if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "starting" {
 				continue
 			}
 			var t timing
@@ -93,7 +93,7 @@ func readTiming(logPath string, d time.Duration) (timing, error) {
 			return t, nil
 		}
 		if time.Now().After(deadline) {
-			return timing{}, fmt.Errorf("%s: no \"campaigning\" line with the timing within %v", logPath, d)
+			return timing{}, fmt.Errorf("%s: no \"starting\" line with the timing within %v", logPath, d)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -94,6 +95,32 @@ var (
 	// keyValueRE is the start of a keyword=value DSN.
 	keyValueRE = lazyre.New(`^\s*[A-Za-z_]+\s*=`)
 )
+
+// Sketch returns what a log line may show of dsn before its store has
+// parsed it: the scheme of a store leaderrun knows and, for a URL, its host
+// (for sqlite:, the path); never a user, a password or the query, which
+// may hold one. It returns "" for a DSN that names no known store.
+func Sketch(dsn string) string {
+	scheme, rest, _ := strings.Cut(dsn, ":")
+	registryMu.Lock()
+	_, known := openers[scheme]
+	kv := keyValueRE.MatchString(dsn) && keyValue != ""
+	registryMu.Unlock()
+	switch {
+	case kv:
+		return keyValue + " (keyword=value DSN)"
+	case !known:
+		return ""
+	case scheme == "sqlite":
+		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
+		return "sqlite:" + path
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return scheme
+	}
+	return scheme + "://" + u.Host
+}
 
 // Open opens the store a DSN names, by its scheme: the text before the
 // first ':'. DSNs of keyword=value pairs go to the store that registered

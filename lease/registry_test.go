@@ -42,3 +42,27 @@ func TestOpenNeverEchoesAnUnknownDSN(t *testing.T) {
 		t.Errorf("Open of an unknown scheme = %v, want it named, and the password not shown", err)
 	}
 }
+
+// Sketch shows where a store is, before the store parses its DSN, and
+// never a credential.
+func TestSketchShowsNoSecret(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"sqlite:///var/lib/leaderrun/l.db", "sqlite:/var/lib/leaderrun/l.db"},
+		{"sqlite:/tmp/l.db?_pragma=x", "sqlite:/tmp/l.db"},
+		{"postgres://app:hunter2@db.example:5432/leases?sslmode=verify-full&password=hunter2", "postgres://db.example:5432"},
+		{"mysql://app:hunter2@tcp(db:3306)/leases", "mysql"},
+		{"redis://:hunter2@cache:6379/0", "redis://cache:6379"},
+		{"etcds://user:hunter2@10.0.0.1:2379,10.0.0.2:2379/prefix", "etcds://10.0.0.1:2379,10.0.0.2:2379"},
+		{"host=db user=app password=hunter2", "postgres (keyword=value DSN)"},
+		{"hunter2", ""},
+		{"s3cr3t:hunter2", ""},
+	} {
+		got := lease.Sketch(tc.dsn)
+		if strings.Contains(got, "hunter2") || strings.Contains(got, "app") {
+			t.Errorf("Sketch(%q) = %q: it shows a credential", tc.dsn, got)
+		}
+		if got != tc.want {
+			t.Errorf("Sketch(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+}

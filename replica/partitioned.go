@@ -79,9 +79,7 @@ func (pr *partitioned) run() error {
 	}
 	pr.mu.Unlock()
 	pr.report.joining()
-	pr.log.Info("joining the group", "store", store.Describe(), "partitions", rc.Partitions,
-		"ttl", rc.LeaseDuration, "renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline,
-		"kill_grace", rc.KillGrace)
+	pr.log.Info("joining the group", "store", store.Describe(), "partitions", rc.Partitions)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-pr.stopping; cancel() }()
 	err = pr.owner.Run(ctx)

@@ -125,7 +125,23 @@ func newReplica(cfg Config, holder string, log *slog.Logger) *Replica {
 // Run campaigns (or joins the group), runs the command while leading, and
 // returns the command's final status as *Exit, or the error that ended the
 // run; context.Canceled when a stop came while no command ran.
-func (r *Replica) Run() error { return r.mode.run() }
+func (r *Replica) Run() error {
+	r.logStart()
+	return r.mode.run()
+}
+
+// logStart says how the replica is configured, first: before the store
+// answers, which an unreachable one may take its whole dial timeout to
+// say (etcd's is 10 s).
+func (r *Replica) logStart() {
+	rc := r.cfg
+	attrs := []any{"store", lease.Sketch(r.dsn), "ttl", rc.LeaseDuration, "renew_interval", rc.RetryPeriod,
+		"renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace}
+	if rc.Partitions > 0 {
+		attrs = append(attrs, "partitions", rc.Partitions)
+	}
+	r.log.Info("starting", attrs...)
+}
 
 // Stop asks the replica to stop its commands with sig (0: the stop
 // signal) and Run to return. Only the first call counts; it is safe for

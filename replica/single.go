@@ -42,10 +42,8 @@ func (s *single) run() error {
 		return err
 	}
 	s.useStore(store)
-	rc := s.cfg
 	s.report.campaigning()
-	s.log.Info("campaigning", "store", store.Describe(), "ttl", rc.LeaseDuration,
-		"renew_interval", rc.RetryPeriod, "renew_deadline", rc.RenewDeadline, "kill_grace", rc.KillGrace)
+	s.log.Info("campaigning", "store", store.Describe())
 	return s.loop()
 }
 
