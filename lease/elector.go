@@ -255,6 +255,13 @@ func (e *Elector) logHeld(log *slog.Logger, r Record) {
 			"excluded", r.Excluded, "free_in", r.Remaining.Round(time.Millisecond))...)
 		return
 	}
+	if r.Holder == e.Holder {
+		// Not a grant of this elector's (Campaign checked lostGrant).
+		log.Warn("the lease is held under this replica's own identity, by an earlier run of it that did not release "+
+			"(it crashed?) or by another replica started with the same identity, which must be unique; standing by",
+			"leader_token", r.Token, "expires_in", r.Remaining.Round(time.Millisecond))
+		return
+	}
 	log.Info("lease held by another; standing by", "leader", r.Holder,
 		"leader_token", r.Token, "expires_in", r.Remaining.Round(time.Millisecond))
 }

@@ -507,3 +507,28 @@ func TestStandingBySaidOncePerTenure(t *testing.T) {
 		leader.Release(context.Background())
 	})
 }
+
+// Two replicas started with the same --identity: the second stands by, as
+// the store does not grant it the first one's tenure, and says why that is
+// a mistake. It said "lease held by another; standing by" with leader= its
+// own identity before.
+func TestSharedIdentityIsWarnedOf(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		first := campaign(t, elector(m, "web-1", clock))
+		var logged bytes.Buffer
+		e := elector(m, "web-1", clock)
+		e.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.Campaign(ctx) }()
+		synctest.Wait()
+		cancel()
+		<-done
+		if !strings.Contains(logged.String(), `level=WARN msg="the lease is held under this replica's own identity, by an earlier run of it that did not release (it crashed?) or by another replica started with the same identity`) {
+			t.Errorf("the second replica with identity web-1 did not warn of it:\n%s", logged.String())
+		}
+		first.Release(context.Background())
+	})
+}
