@@ -74,7 +74,7 @@ func (s *single) handBack(ten *lease.Tenure, end tenureEnd, sig *samehost.EndSig
 		log.Info("tenure over; a follower on this host took the name at our end signal", "why", end.why)
 		return true
 	}
-	return s.release(ten, log, end.why, true)
+	return s.release(ten, log, end.why, watched)
 }
 
 // letGo ends a tenure that a follower took at the end signal. A replica

@@ -195,18 +195,19 @@ func logExit(log *slog.Logger, st supervise.Status) {
 }
 
 // release hands the name back, and reports whether it did, or whether a
-// follower on this host took it first after the end signal (signalled);
-// the child and its descendants are dead by now. Its log line is the
+// follower on this host took it first after the end signal that such a
+// follower watched (watched: an end signal with nobody reading it took
+// nothing, and a lease lost then was lost before); the child and its descendants are dead by now. Its log line is the
 // tenure's last and says why the tenure ended. A failed release never
 // changes the exit status.
-func (r *Replica) release(ten *lease.Tenure, log *slog.Logger, why string, signalled bool) bool {
+func (r *Replica) release(ten *lease.Tenure, log *slog.Logger, why string, watched bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	switch err := ten.Release(ctx); {
 	case err == nil:
 		log.Info("tenure over; released the lease", "why", why)
 		return true
-	case errors.Is(err, lease.ErrLost) && signalled:
+	case errors.Is(err, lease.ErrLost) && watched:
 		log.Info("tenure over; the lease was no longer ours to release (a follower on this host may have taken it at our end signal)", "why", why)
 		return true
 	case errors.Is(err, lease.ErrLost):
