@@ -3,6 +3,8 @@ package replica
 import (
 	"context"
 	"log/slog"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,8 +147,9 @@ type partitionedReplica struct {
 	errc    chan error
 }
 
-// startPartitioned runs replica "a" of group "ingest" of n partitions.
-func startPartitioned(t *testing.T, n int) *partitionedReplica {
+// startPartitioned runs replica "a" of group "ingest" of n partitions,
+// after calling each of before.
+func startPartitioned(t *testing.T, n int, before ...func(*partitionedReplica)) *partitionedReplica {
 	rp := &partitionedReplica{t: t, m: &leasetest.Memory{}, ev: &events{},
 		started: make(chan *slowChild, n), errc: make(chan error, 1)}
 	rc := Config{Config: config.Config{Name: "ingest", Partitions: n, Timing: testTiming(),
@@ -172,6 +175,9 @@ func startPartitioned(t *testing.T, n int) *partitionedReplica {
 	}
 	start := time.Now()
 	rp.pr.clock = func() time.Duration { return time.Since(start) }
+	for _, b := range before {
+		b(rp)
+	}
 	go func() { rp.errc <- rp.pr.run() }()
 	return rp
 }
@@ -226,4 +232,85 @@ func count(events []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// signalledChild is a command that records the signals relayed to it.
+type signalledChild struct {
+	*slowChild
+	mu  sync.Mutex
+	got []syscall.Signal
+}
+
+func (c *signalledChild) Signal(sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, sig)
+	return nil
+}
+
+// A replica that takes many partitions at once (a dead member's share)
+// starts their commands in parallel, and a signal relayed while commands
+// start waits for them and reaches each. The starts took the replica's
+// mutex one after the other before, 10 ms each on a 2-core machine with
+// cgroups, which made the benchmark's partitioned SIGKILL failover miss
+// its target. (Real time, not a synctest bubble: a goroutine blocked on a
+// mutex stops a bubble's clock.)
+func TestPartitionCommandsStartInParallel(t *testing.T) {
+	const n = 8
+	var mu sync.Mutex
+	inFlight := 0
+	var children []*signalledChild
+	entered, release := make(chan struct{}, n), make(chan struct{})
+	rp := startPartitioned(t, n, func(rp *partitionedReplica) {
+		start := rp.pr.start
+		rp.pr.start = func(spec supervise.Spec) (child, error) {
+			mu.Lock()
+			inFlight++
+			mu.Unlock()
+			entered <- struct{}{}
+			<-release // a slow fork and exec
+			c, err := start(spec)
+			sc := &signalledChild{slowChild: c.(*slowChild)}
+			mu.Lock()
+			inFlight--
+			children = append(children, sc)
+			mu.Unlock()
+			return sc, err
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	for i := range n {
+		select {
+		case <-entered:
+		case <-deadline:
+			close(release)
+			t.Fatalf("only %d of %d commands were starting at once after 30s, want all in parallel", i, n)
+		}
+	}
+	// Every start is under way: a signal relayed now waits for them.
+	sigs := make(chan os.Signal, 1)
+	quit := make(chan struct{})
+	defer close(quit)
+	go rp.pr.relaySignals(sigs, quit)
+	sigs <- syscall.SIGUSR1
+	close(release)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		reached := 0
+		for _, c := range children {
+			c.mu.Lock()
+			if slices.Contains(c.got, syscall.SIGUSR1) {
+				reached++
+			}
+			c.mu.Unlock()
+		}
+		mu.Unlock()
+		if reached == n {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the SIGUSR1 relayed while %d commands started reached %d of them within 30s", n, reached)
+		}
+	}
+	rp.end()
 }

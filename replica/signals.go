@@ -37,12 +37,20 @@ func (r *Replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			case signals.Ignore, signals.Kernel:
 				continue // not subscribed to; never relayed
 			}
-			for _, c := range r.children() {
+			for _, c := range r.commands() {
 				r.log.Debug("forwarding signal", "signal", signals.Name(sig), "pid", c.Pid())
 				c.Signal(sig)
 			}
 		}
 	}
+}
+
+// commands returns the running commands, once every command that is
+// starting now has started and been published (see starting).
+func (r *Replica) commands() []child {
+	r.starting.Lock()
+	defer r.starting.Unlock()
+	return r.children()
 }
 
 // suspend passes Ctrl-Z on: it stops the commands' groups with SIGSTOP,
@@ -51,7 +59,7 @@ func (r *Replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 // while leaderrun is stopped; a tenure whose deadline passed meanwhile
 // ends at once on resumption, before any store call.
 func (r *Replica) suspend() {
-	for _, c := range r.children() {
+	for _, c := range r.commands() {
 		r.log.Info("suspended (SIGTSTP); stopping the command too", "pid", c.Pid())
 		c.Signal(syscall.SIGSTOP)
 	}

@@ -114,9 +114,8 @@ const quickExit = time.Second
 // says when, as a partition's hand-off on leaving); then, and when the
 // tenure ends after a stop signal, the command gets that signal.
 func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publish func(child), stopping <-chan struct{}) (end tenureEnd) {
-	// Hold mu from fork to publication, so that a signal arriving as the
-	// child starts waits for it instead of finding no child to forward to.
-	r.mu.Lock()
+	// From fork to publication, a signal to relay waits (see starting).
+	r.starting.RLock()
 	child, err := r.start(supervise.Spec{
 		Path:       r.cfg.Command[0],
 		Args:       r.cfg.Command,
@@ -128,9 +127,11 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 		Proved:     ten.Seized(),
 	})
 	if err == nil {
+		r.mu.Lock()
 		publish(child)
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
+	r.starting.RUnlock()
 	if err != nil {
 		// Not the end of leaderrun: give the lease back so that another
 		// replica can take it, and try again after the restart delay.
