@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +328,32 @@ func TestOnlyMomentarySkipsAreRetried(t *testing.T) {
 		if got := skippedForNow(tc.rds); got != tc.want {
 			t.Errorf("%s: skippedForNow = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A follower on the leader's host may take the name at the leader's word
+// that it is stopping its command, before the old lease could expire; its
+// command starts once the old one is gone. The checker took only the
+// takeover at the word that the tenure ended for one, and reported a
+// loaded run's reset round (the leader stopping at its renew deadline) as
+// a takeover "before the lease could expire".
+func TestTakeoverAtStoppingWordIsAnEndSignalTakeover(t *testing.T) {
+	dir := t.TempDir()
+	for i, msg := range endSignalMsgs {
+		path := filepath.Join(dir, fmt.Sprintf("r%d.log", i))
+		line := fmt.Sprintf(`{"time":"2026-12-05T01:00:00Z","level":"INFO","msg":%q,"leader":"r0","leader_token":%d}`+"\n", msg, 100+i)
+		if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := &cluster{all: []*replica{{logPath: path}}}
+		if !c.tookAtEndSignal(int64(100 + i)) {
+			t.Errorf("%q: not taken for a takeover at the end signal", msg)
+		}
+		if c.tookAtEndSignal(99) {
+			t.Errorf("%q: taken for a takeover from another tenure", msg)
+		}
+	}
+	if len(endSignalMsgs) < 2 {
+		t.Errorf("endSignalMsgs = %q, want the stopping word's takeover too", endSignalMsgs)
 	}
 }

@@ -526,16 +526,21 @@ func tenureEndedBefore(logPath, part string, token int64, at time.Time) bool {
 	return false
 }
 
-// endSignalMsg is a replica's log line for a takeover at the leader's end
-// signal (package samehost).
-const endSignalMsg = "took over the lease at once from the leader on this host, which ended its tenure"
+// endSignalMsgs are a replica's log lines for a takeover at the leader's
+// end signal (package samehost): at its word that it is stopping its
+// command (the successor's command starts once that one is gone), and at
+// its word that its tenure ended.
+var endSignalMsgs = []string{
+	"took over the lease from the leader on this host, which is stopping its command; ours starts once that one is gone",
+	"took over the lease at once from the leader on this host, which ended its tenure",
+}
 
 // tookAtEndSignal reports whether a replica's log says that it took the
 // one name over from the tenure of token at that tenure's end signal.
 func (c *cluster) tookAtEndSignal(token int64) bool {
 	for _, r := range c.all {
 		for _, l := range readLog(r.logPath) {
-			if l.Msg == endSignalMsg && l.LeaderToken == token {
+			if slices.Contains(endSignalMsgs, l.Msg) && l.LeaderToken == token {
 				return true
 			}
 		}
