@@ -737,3 +737,27 @@ func TestLoopWarnsOfACommandThatFails(t *testing.T) {
 		}
 	})
 }
+
+// Under --once a command that finishes at once (a cron job) is what is
+// asked for: no warning that leaderrun restarts it, since it does not.
+// The daemonize warning fired under --once before.
+func TestLoopOnceDoesNotWarnOfAQuickExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lines
+		lp := startLoop(t, func(rc *Config) { rc.Once = true }, func(lp *loop) {
+			lp.l.log = slog.New(slog.NewTextHandler(&logged, nil))
+		})
+		lp.next(time.Minute).exit(0)
+		select {
+		case <-lp.errc:
+		case <-time.After(time.Hour):
+			t.Fatal("--once did not end after its command exited")
+		}
+		if strings.Contains(logged.String(), "level=WARN") {
+			t.Errorf("--once warned of a command that exited at once:\n%s", logged.String())
+		}
+		if !strings.Contains(logged.String(), `level=INFO msg="command exited"`) {
+			t.Errorf("no command exited line at info:\n%s", logged.String())
+		}
+	})
+}

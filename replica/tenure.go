@@ -154,7 +154,7 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 		ran := time.Since(started)
 		end = tenureEnd{status: child.Stop(), exited: true, quick: ran < quickExit} // Stop kills what the command left behind
 		end.why = "command " + end.status.String()
-		if end.quick && end.status.ExitCode() == 0 {
+		if end.quick && end.status.ExitCode() == 0 && !r.cfg.Once { // --once restarts nothing
 			log.Warn("command exited at once; leaderrun restarts a command that exits, so it must stay in the foreground "+
 				"(one that daemonizes or forks into the background looks finished, and what it left running is killed)",
 				"status", end.status.String(), "ran", ran.Round(time.Millisecond))
