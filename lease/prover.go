@@ -195,7 +195,8 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 		return nil, err
 	}
 	t := e.newTenure(rec, sent, false)
-	if !w.complete() {
+	switch {
+	case !w.complete():
 		log.Info("took over the lease from the leader on this host, which is stopping its command; ours starts once that one is gone",
 			"leader", w.rec.Holder, "leader_token", w.rec.Token)
 		proved, err := e.settle(ctx, t, w, log)
@@ -205,11 +206,12 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 		if !proved {
 			return t, nil // not Seized: nothing says the old processes are gone
 		}
-	}
-	if w.ended {
+		// The takeover is said; the Prover's lines say how the old tree
+		// ended.
+	case w.ended:
 		log.Info("took over the lease at once from the leader on this host, which ended its tenure",
 			"leader", w.rec.Holder, "leader_token", w.rec.Token)
-	} else {
+	default:
 		log.Info("took over the lease from a dead leader on this host", "dead_leader", w.rec.Holder,
 			"dead_token", w.rec.Token)
 	}

@@ -449,3 +449,25 @@ func TestCommandGoneIsNotWorthAnInfoLine(t *testing.T) {
 		})
 	}
 }
+
+// A takeover at the leader's word that it is stopping is said once: the
+// follower said "took over the lease" a second time once the proof came.
+func TestTakeoverAtStoppingWordSaidOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newWordScene(t, nil)
+		var logged bytes.Buffer
+		sc.b.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+		got := make(chan *lease.Tenure, 1)
+		go func() { got <- campaign(t, sc.b) }()
+		time.Sleep(time.Second)
+		close(sc.p.stopping)
+		synctest.Wait()
+		close(sc.p.dead)
+		ten := <-got
+		if n := strings.Count(logged.String(), "took over the lease"); n != 1 {
+			t.Errorf("the takeover was said %d times, want once:\n%s", n, logged.String())
+		}
+		ten.Release(context.Background())
+		sc.a.Abandon()
+	})
+}
