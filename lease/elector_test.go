@@ -487,22 +487,13 @@ func TestStandingBySaidOncePerTenure(t *testing.T) {
 		m := &leasetest.Memory{}
 		clock := newFakeClock()
 		leader := campaign(t, elector(m, "a", clock))
-		var logged bytes.Buffer
-		e := elector(m, "b", clock)
-		e.Logger = slog.New(slog.NewTextHandler(&logged, nil))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); e.Campaign(ctx) }()
-		synctest.Wait() // the follower waits for the leader's tenure
-		if err := leader.Annotate(context.Background(), "somewhere"); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-		cancel()
-		<-done
-		if n := strings.Count(logged.String(), "standing by"); n != 1 {
-			t.Errorf("the follower said standing by %d times, want once:\n%s", n, logged.String())
+		logged := followerLog(elector(m, "b", clock), func() {
+			if err := leader.Annotate(context.Background(), "somewhere"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n := strings.Count(logged, "standing by"); n != 1 {
+			t.Errorf("the follower said standing by %d times, want once:\n%s", n, logged)
 		}
 		leader.Release(context.Background())
 	})
@@ -517,18 +508,30 @@ func TestSharedIdentityIsWarnedOf(t *testing.T) {
 		m := &leasetest.Memory{}
 		clock := newFakeClock()
 		first := campaign(t, elector(m, "web-1", clock))
-		var logged bytes.Buffer
-		e := elector(m, "web-1", clock)
-		e.Logger = slog.New(slog.NewTextHandler(&logged, nil))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); e.Campaign(ctx) }()
-		synctest.Wait()
-		cancel()
-		<-done
-		if !strings.Contains(logged.String(), `level=WARN msg="the lease is held under this replica's own identity, by an earlier run of it that did not release (it crashed?) or by another replica started with the same identity`) {
-			t.Errorf("the second replica with identity web-1 did not warn of it:\n%s", logged.String())
+		logged := followerLog(elector(m, "web-1", clock), nil)
+		if !strings.Contains(logged, `level=WARN msg="the lease is held under this replica's own identity, by an earlier run of it that did not release (it crashed?) or by another replica started with the same identity`) {
+			t.Errorf("the second replica with identity web-1 did not warn of it:\n%s", logged)
 		}
 		first.Release(context.Background())
 	})
+}
+
+// followerLog runs e's Campaign in the bubble while another holds the name,
+// logging at info: until every goroutine waits, then, with act, after act
+// and a second; it returns what e logged.
+func followerLog(e *lease.Elector, act func()) string {
+	var logged bytes.Buffer
+	e.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Campaign(ctx) }()
+	synctest.Wait()
+	if act != nil {
+		act()
+		time.Sleep(time.Second)
+		synctest.Wait()
+	}
+	cancel()
+	<-done
+	return logged.String()
 }

@@ -432,18 +432,11 @@ func TestCommandGoneIsNotWorthAnInfoLine(t *testing.T) {
 			m := &leasetest.Memory{}
 			clock := newFakeClock()
 			leader := annotatedLeader(t, m, clock)
-			var logged bytes.Buffer
 			e := elector(m, "b", clock)
 			e.Prover = &fakeProver{err: tc.err}
-			e.Logger = slog.New(slog.NewTextHandler(&logged, nil)) // info and above
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); e.Campaign(ctx) }()
-			synctest.Wait()
-			cancel()
-			<-done
-			if got := strings.Contains(logged.String(), "cannot watch the leader"); got != tc.info {
-				t.Errorf("Prove error %q: logged at info %v, want %v:\n%s", tc.err, got, tc.info, logged.String())
+			logged := followerLog(e, nil)
+			if got := strings.Contains(logged, "cannot watch the leader"); got != tc.info {
+				t.Errorf("Prove error %q: logged at info %v, want %v:\n%s", tc.err, got, tc.info, logged)
 			}
 			leader.Release(context.Background())
 		})
