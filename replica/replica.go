@@ -75,10 +75,9 @@ type Replica struct {
 	// starting is read-locked by each start of a command until the
 	// command is published, and write-locked to relay a signal (commands):
 	// a signal that arrives as a command starts waits for it, instead of
-	// finding no command to forward to, while commands start in parallel.
-	// (Under mu, a replica that took over a dead member's 21 partitions
-	// started their commands one by one, 10 ms each with cgroups and more
-	// with PID namespaces.)
+	// finding no command to forward to, while commands start in parallel
+	// (a replica that takes over a dead member's partitions starts dozens
+	// at once).
 	starting sync.RWMutex
 }
 

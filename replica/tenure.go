@@ -198,7 +198,8 @@ func logExit(log *slog.Logger, st supervise.Status) {
 // release hands the name back, and reports whether it did, or whether a
 // follower on this host took it first after the end signal that such a
 // follower watched (watched: an end signal with nobody reading it took
-// nothing, and a lease lost then was lost before); the child and its descendants are dead by now. Its log line is the
+// nothing, and a lease lost then was lost before); the child and its
+// descendants are dead by now. Its log line is the
 // tenure's last and says why the tenure ended. A failed release never
 // changes the exit status.
 func (r *Replica) release(ten *lease.Tenure, log *slog.Logger, why string, watched bool) bool {

@@ -215,11 +215,10 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 // command has exited. The kernel reports the exit of a namespace's init
 // only after every other process of the namespace has exited, and every
 // process of the init's group descends from the init, so inside the
-// namespace: the init's exit is the whole tree's. (A /proc scan for the
-// group's members after that exit, as clear made before, found only the
-// unreaped init, and at 64 partitions of a dead member, three followers
-// scanning /proc once per partition took 0.5–1.9 s of a 2-core machine.)
-// Every signal goes through the command's pidfd.
+// namespace: the init's exit is the whole tree's, and no scan of /proc for
+// the group's members follows (it would find the unreaped init only, and
+// cost a scan per partition of a dead member per follower). Every signal
+// goes through the command's pidfd.
 func (p *Prover) clear(ctx context.Context, child *process) error {
 	if err := child.signal(unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("%w: kill the command: %w", ErrUnprovable, err)
