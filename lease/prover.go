@@ -42,8 +42,8 @@ type Prover interface {
 var ErrElsewhere = errors.New("the leader runs on another host or in another PID namespace")
 
 // ErrCommandGone is wrapped by a Prove error that says the holder lives
-// but its command, as its record names it, has exited (its pid is free or
-// another process's): the holder is ending its tenure, or restarting its
+// but its command, as its record names it, has exited (no process has its
+// pid): the holder is ending its tenure, or restarting its
 // command and about to record the new one. Campaign logs it at debug level
 // only: a watch of the holder's next record follows.
 var ErrCommandGone = errors.New("the leader's command has exited")

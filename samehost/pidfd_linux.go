@@ -24,10 +24,6 @@ type process struct {
 // errOther marks a pid that names another process than the record's.
 var errOther = errors.New("another process")
 
-// errReused marks a pid that another process took after the record's had
-// exited: it started at another time.
-var errReused = fmt.Errorf("%w, its pid reused", errOther)
-
 // identity is what openProcess checks of a process, besides its start
 // time: its parent, and its command name (when not zero).
 type identity struct {
@@ -50,7 +46,7 @@ func openProcess(pid int, start uint64, id identity) (*process, error) {
 		return nil, err
 	case st.Start != start:
 		unix.Close(fd)
-		return nil, fmt.Errorf("pid %d started at tick %d, not %d: %w", pid, st.Start, start, errReused)
+		return nil, fmt.Errorf("pid %d started at tick %d, not %d: %w", pid, st.Start, start, errOther)
 	case id.parent != 0 && st.PPid != id.parent:
 		unix.Close(fd)
 		return nil, fmt.Errorf("pid %d is a child of %d, not of %d: %w", pid, st.PPid, id.parent, errOther)

@@ -181,7 +181,10 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 	child, err = openProcess(w.Child, w.ChildStart, identity{parent: w.Pid})
 	if err != nil {
 		holder.Close()
-		if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) || errors.Is(err, errReused) {
+		// No process has the pid: the command has just exited. (Another
+		// process under it may be a reuse or a forged record: said at
+		// info, as everything the follower refuses.)
+		if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) {
 			return nil, nil, t, fmt.Errorf("%w: %w: %w", ErrUnprovable, lease.ErrCommandGone, err)
 		}
 		return nil, nil, t, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)
