@@ -101,25 +101,36 @@ var (
 // (for sqlite:, the path); never a user, a password or the query, which
 // may hold one. It returns "" for a DSN that names no known store.
 func Sketch(dsn string) string {
-	scheme, rest, _ := strings.Cut(dsn, ":")
-	registryMu.Lock()
-	_, known := openers[scheme]
-	kv := keyValueRE.MatchString(dsn) && keyValue != ""
-	registryMu.Unlock()
+	name, rest, open, kv := storeFor(dsn)
 	switch {
-	case kv:
-		return keyValue + " (keyword=value DSN)"
-	case !known:
+	case open == nil:
 		return ""
-	case scheme == "sqlite":
+	case kv:
+		return name + " (keyword=value DSN)"
+	case name == "sqlite":
 		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
 		return "sqlite:" + path
 	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
-		return scheme
+		return name
 	}
-	return scheme + "://" + u.Host
+	return name + "://" + u.Host
+}
+
+// storeFor returns the scheme of dsn (the text before the first ':') and
+// what follows it, and the opener of the store it names: the one
+// registered for that scheme, or, for a keyword=value DSN (kv), the one
+// registered for those, whose scheme name then is. open is nil when no
+// store is.
+func storeFor(dsn string) (name, rest string, open Opener, kv bool) {
+	name, rest, _ = strings.Cut(dsn, ":")
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if kv = keyValueRE.MatchString(dsn) && keyValue != ""; kv {
+		name = keyValue
+	}
+	return name, rest, openers[name], kv
 }
 
 // Open opens the store a DSN names, by its scheme: the text before the
@@ -135,13 +146,7 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 // because it may be a password (a --store-file holding the wrong line) or
 // hold one: only a well-formed scheme followed by "//" is.
 func OpenWith(ctx context.Context, dsn string, opts OpenOptions) (Store, error) {
-	scheme, rest, _ := strings.Cut(dsn, ":")
-	registryMu.Lock()
-	open := openers[scheme]
-	if keyValueRE.MatchString(dsn) && keyValue != "" {
-		open = openers[keyValue]
-	}
-	registryMu.Unlock()
+	scheme, rest, open, _ := storeFor(dsn)
 	switch {
 	case open != nil:
 		return open(ctx, dsn, opts)
