@@ -189,7 +189,7 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 // kernel's out-of-memory killer's SIGKILL, say).
 func logExit(log *slog.Logger, st supervise.Status) {
 	level := slog.LevelInfo
-	if st != (supervise.Status{}) {
+	if st.ExitCode() != 0 {
 		level = slog.LevelWarn
 	}
 	log.Log(context.Background(), level, "command exited", "status", st.String())
