@@ -95,6 +95,58 @@ func TestFIFOAtWakeFileDoesNotHang(t *testing.T) {
 	}
 }
 
+// TestWakeWritesOnlyToFIFOs plants in the wake directory a hard link to a
+// file, a symbolic link to it and a FIFO without a reader: a change of
+// hands writes to none of the files, and removes the FIFO, whose waiter
+// is gone, while a waiter's own FIFO stays and is woken.
+func TestWakeWritesOnlyToFIFOs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "leaderrun.db")
+	s := openTest(t, path)
+	secret := filepath.Join(dir, "secret") // on the wake directory's filesystem, for the hard link
+	content := []byte("do not touch\n")
+	if err := os.WriteFile(secret, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ww, err := watchWake(path+wakeDirSuffix, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ww.Close()
+	wakeDir := path + wakeDirSuffix
+	if err := os.Link(secret, filepath.Join(wakeDir, "hardlink")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(wakeDir, "symlink")); err != nil {
+		t.Fatal(err)
+	}
+	deserted := filepath.Join(wakeDir, "1-deserted")
+	if err := unix.Mkfifo(deserted, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	wantUnchanged(t, secret, content)
+	if _, err := os.Lstat(deserted); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a FIFO nobody reads is still in the wake directory (%v)", err)
+	}
+	woken := make(chan error, 1)
+	go func() { woken <- ww.next() }()
+	select {
+	case err := <-woken:
+		if err != nil {
+			t.Errorf("the waiter's FIFO: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the waiter's FIFO was not woken")
+	}
+}
+
 func TestDirectoryOthersControlIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -109,7 +109,10 @@ func (s *Store) openFile(ctx context.Context) (*dbFile, error) {
 		db.Close()
 		return nil, lease.Refused(err)
 	}
-	f := &dbFile{db: db, watch: newWatcher(watchDB, s.path+wakeSuffix), dev: st.Dev, ino: st.Ino}
+	// The FIFOs of the wake directory take the database's read and write
+	// bits: the users who may write the database may wake its waiters.
+	fifoMode := 0o600 | st.Mode&0o060
+	f := &dbFile{db: db, watch: newWatcher(watchDB, s.path+wakeDirSuffix, fifoMode), dev: st.Dev, ino: st.Ino}
 	if err := retryBusy(ctx, openBusyBudget, func() error { return s.createTables(ctx, f.db) }); err != nil {
 		f.close()
 		if errors.Is(err, lease.ErrNoStore) {

@@ -11,15 +11,15 @@ import (
 )
 
 // pollInterval is how often a Store with waiters reads PRAGMA data_version
-// where inotify is not available. It bounds how late a waiter then learns
+// where it cannot keep a FIFO in the wake directory (see wake). It bounds how late a waiter then learns
 // of a release in another process.
 const pollInterval = 25 * time.Millisecond
 
 // Wait implements lease.Store. It returns nil as soon as name's tenure
 // differs from seen (lease.SameTenure); renewals do not wake it. A change
-// of hands writes the wake file, which one inotify watch per Store sees at
-// once; each waiter then re-reads its row. Without inotify, one connection
-// per Store polls PRAGMA data_version every pollInterval instead. A store
+// of hands writes to the FIFO that each Store with waiters keeps in the
+// wake directory; each waiter then re-reads its row. Without the FIFO, one
+// connection per Store polls PRAGMA data_version every pollInterval instead. A store
 // error ends Wait early with nil, a spurious wake-up; the caller's next
 // operation reports the error.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
@@ -75,32 +75,34 @@ func (s *Store) waitFor(ctx context.Context, _ string, timeout time.Duration, ch
 var waitSubscribed func()
 
 // watcher tells the waiters when a name in the database may have changed
-// hands, while any Wait is running: it watches the wake file with inotify,
-// or else polls PRAGMA data_version on one dedicated connection.
+// hands, while any Wait is running: it reads its FIFO in the wake
+// directory, or else polls PRAGMA data_version on one dedicated connection.
 // data_version moves whenever another connection, in this process or
 // another, commits a change.
 type watcher struct {
 	db       *sql.DB // a pool of one connection, used only by run
-	wakePath string
+	wakeDir  string
+	fifoMode uint32 // the FIFO's permission bits
 
 	mu       sync.Mutex    // guards the fields below
 	waiters  int           // Waits subscribed
 	changed  chan struct{} // closed, then replaced, when the database may have changed
-	watching bool          // an inotify watch runs; once started it runs until close
+	watching bool          // a FIFO is read; once made it is kept until close
 	stop     func()        // ends the running poller; nil when none runs
 	done     chan struct{} // closed when the last poller started has ended
 	closed   bool
 }
 
-func newWatcher(db *sql.DB, wakePath string) *watcher {
+func newWatcher(db *sql.DB, wakeDir string, fifoMode uint32) *watcher {
 	done := make(chan struct{})
 	close(done)
-	return &watcher{db: db, wakePath: wakePath, changed: make(chan struct{}), done: done}
+	return &watcher{db: db, wakeDir: wakeDir, fifoMode: fifoMode, changed: make(chan struct{}), done: done}
 }
 
 // subscribe registers a waiter, starting a watch if it is the first.
-// Where inotify works, the watch is in place when subscribe returns, so a
-// change after the caller reads its starting state cannot be missed.
+// Where a FIFO can be made, it is in the wake directory when subscribe
+// returns, so a change after the caller reads its starting state cannot be
+// missed.
 // changed returns the channel that the next change closes; done ends the
 // subscription and must be called once.
 func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
@@ -111,7 +113,7 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		prev, finished := w.done, make(chan struct{})
 		w.stop, w.done = cancel, finished
-		ww, err := watchWake(w.wakePath)
+		ww, err := watchWake(w.wakeDir, w.fifoMode)
 		if err != nil {
 			ww = nil // poll instead
 		}
@@ -127,8 +129,8 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.waiters--
-		// An inotify watch costs nothing while idle and is ready for
-		// the next Wait; only polling stops.
+		// A FIFO costs nothing while idle and is ready for the next
+		// Wait; only polling stops.
 		if w.waiters == 0 && w.stop != nil && !w.watching {
 			w.stop()
 			w.stop = nil
@@ -138,7 +140,7 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 }
 
 // run watches until ctx ends, then closes finished: through ww when
-// subscribe could start an inotify watch, else by polling. It starts only
+// subscribe could make a FIFO, else by polling. It starts only
 // once the previous run, which ends when prev is closed, has let go of the
 // polling connection.
 func (w *watcher) run(ctx context.Context, ww *wakeWatch, prev <-chan struct{}, finished chan<- struct{}) {
@@ -151,7 +153,7 @@ func (w *watcher) run(ctx context.Context, ww *wakeWatch, prev <-chan struct{}, 
 	w.poll(ctx)
 }
 
-// notified wakes the waiters whenever the wake file is written. Should the
+// notified wakes the waiters whenever the FIFO is written. Should the
 // watch fail, it wakes them once more and lets the next subscribe start
 // again.
 func (w *watcher) notified(ctx context.Context, ww *wakeWatch) {
