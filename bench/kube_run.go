@@ -99,7 +99,9 @@ func measureKube(b *bench, ctx context.Context) *kubeResult {
 		if err != nil {
 			return nil, err
 		}
-		return b.kubeElector(env.elector, dsn), nil
+		c := b.kubeElector(env.elector, dsn)
+		c.leaseLeft = func(name string) (time.Duration, error) { return env.leaseLeft(ctx, dsn, name) }
+		return c, nil
 	}
 	makers := []func(string) (*contender, error){lr, masked, clientGo}
 
@@ -273,6 +275,33 @@ func (e *kubeEnv) dsn(ctx context.Context, b *bench, scope string) (string, erro
 	return "k8s://" + ns + "?kubeconfig=" + url.QueryEscape(kc), nil
 }
 
+// leaseLeft reads the Lease name in dsn's namespace and returns the time
+// its spec gives it: renewTime + leaseDurationSeconds − now. The holder
+// wrote renewTime on this host's clock, which is the one now reads.
+// (leaderrun's store would judge a client-go Lease it first sees as held
+// for a whole lease duration from then, as client-go's electors do.)
+func (e *kubeEnv) leaseLeft(ctx context.Context, dsn, name string) (time.Duration, error) {
+	ns, _ := dsnParts(dsn)
+	var l struct {
+		Spec struct {
+			HolderIdentity       string
+			RenewTime            time.Time
+			LeaseDurationSeconds int
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := e.get(ctx, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/"+name,
+		func(r *http.Response) error { return json.NewDecoder(r.Body).Decode(&l) })
+	switch {
+	case err != nil:
+		return 0, err
+	case l.Spec.HolderIdentity == "" || l.Spec.RenewTime.IsZero():
+		return 0, fmt.Errorf("lease %s/%s: no holder", ns, name)
+	}
+	return time.Until(l.Spec.RenewTime.Add(time.Duration(l.Spec.LeaseDurationSeconds) * time.Second)), nil
+}
+
 // dsnParts is the namespace and kubeconfig of a dsn made by kubeEnv.dsn.
 func dsnParts(dsn string) (ns, kubeconfig string) {
 	u, err := url.Parse(dsn)
@@ -317,13 +346,11 @@ func (b *bench) kubeLeaderrun(label, lrBin, dsn string, masked bool) *contender 
 }
 
 // kubeElector runs bench/kubeelector replicas (client-go's leader
-// election) on the namespace and kubeconfig of dsn. DSN stays set: the
-// crash runs read the dead holder's renewTime through leaderrun's store,
-// which reads a client-go Lease by its spec.
+// election) on the namespace and kubeconfig of dsn.
 func (b *bench) kubeElector(elector, dsn string) *contender {
 	ns, kc := dsnParts(dsn)
 	return &contender{
-		Label: kubeClientGoLabel, Tool: "client-go", Store: "Kubernetes", TTL: defTTL, Period: defPeriod, DSN: dsn,
+		Label: kubeClientGoLabel, Tool: "client-go", Store: "Kubernetes", TTL: defTTL, Period: defPeriod,
 		StopHow: "SIGTERM to the elector (it stops its command, then cancels: client-go releases the Lease)",
 		spawn: func(name, dir string, idx int) (*proc, error) {
 			argv := []string{elector, "-kubeconfig", kc, "-namespace", ns, "-name", name,
