@@ -183,7 +183,8 @@ func (r *report) kubeHowText(w *mdw, k *kubeResult) {
 	w.p("  first column is what this host sees. Across hosts the fast path cannot fire; the masked column shows that")
 	w.p("  case on this host: %s.", strings.TrimSuffix(k.Masked, "."))
 	w.p("  client-go's elector has no such path on any host.")
-	w.p("- **Load** (%v windows, after %v of settling once the second follower stood by): Δ of the API server's own", k.Window, k.Settle)
+	w.p("- **Load** (%.0f s windows, after %.0f s of settling once the second follower stood by): Δ of the API server's own",
+		k.Window.Seconds(), k.Settle.Seconds())
 	w.p("  `apiserver_request_total{resource=\"leases\"}` (by verb; codes other than 2xx shown), read from its /metrics")
 	w.p("  before and after the window, one group at a time; a first window with no replica at all measures the")
 	w.p("  server's own lease requests (its identity Lease in kube-system), which the table subtracts. Counted at the")
