@@ -37,6 +37,10 @@ type contender struct {
 	// DSN is leaderrun's store, read after a crash for the time the dead
 	// holder's lease had left; empty for the peer.
 	DSN string `json:"-"`
+	// leaseLeft, when set and DSN is not, is how a crash run reads the
+	// time the dead holder's lease has left (a peer's lease that
+	// leaderrun's store would judge by rules of its own).
+	leaseLeft func(name string) (time.Duration, error) `json:"-"`
 }
 
 // failoverResult holds one scenario's samples.
@@ -195,6 +199,11 @@ func (b *bench) runFailover(c *contender, mode string, runs, replicas int) *fail
 				remaining = rec.Remaining + time.Duration(tq-t0)
 			}
 			cancel()
+		} else if mode == "crash" && c.leaseLeft != nil {
+			tq := mono.Now()
+			if left, err := c.leaseLeft(name); err == nil {
+				remaining = left + time.Duration(tq-t0)
+			}
 		}
 		next, ok := w.nextStart(timeout)
 		if !ok {

@@ -56,6 +56,9 @@ type options struct {
 	partTerm     int
 	partKill     int
 	partCostWin  time.Duration
+	kubeHandoff  int
+	kubeCrash    int
+	kubeWindow   time.Duration
 	leaderrunBin string
 	only         string
 	keep         bool
@@ -124,8 +127,11 @@ func main() {
 	flag.IntVar(&o.partTerm, "partition-term-runs", 20, "partitioned: SIGTERMs of one replica (each followed by a join) per store")
 	flag.IntVar(&o.partKill, "partition-kill-runs", 5, "partitioned: SIGKILLs of one replica (each followed by a join) per store")
 	flag.DurationVar(&o.partCostWin, "partition-cost-window", 60*time.Second, "partitioned: store-cost window at 16 and 1,024 partitions")
+	flag.IntVar(&o.kubeHandoff, "kube-handoff-runs", 10, "kube: graceful hand-offs per system")
+	flag.IntVar(&o.kubeCrash, "kube-crash-runs", 3, "kube: crash failovers per system (those that wait for the Lease's expiry take about 20 s each)")
+	flag.DurationVar(&o.kubeWindow, "kube-window", 60*time.Second, "kube: API server load window per system")
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,serverload,crash,scale,partitions (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,serverload,crash,scale,partitions,kube (default all; kube only in a benchmark built with -tags kubernetes)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")
@@ -138,6 +144,7 @@ func main() {
 		o.costWindow, o.idleWindow, o.execRuns, o.initRuns = 15*time.Second, 10*time.Second, 10, 15
 		o.scaleWindow = 15 * time.Second
 		o.stepRuns, o.partTerm, o.partKill, o.partCostWin = 5, 3, 1, 15*time.Second
+		o.kubeHandoff, o.kubeCrash, o.kubeWindow = 5, 1, 15*time.Second
 	}
 	// The benchmark tells which replica runs a child by the child's parent
 	// pid, which in a PID namespace of the child's own is its init (1):
@@ -190,6 +197,20 @@ func (b *bench) want(section string) bool {
 		}
 	}
 	return false
+}
+
+// onlyKube reports whether -only names the kube section alone, which
+// needs none of the other sections' stores, servers or binaries.
+func (b *bench) onlyKube() bool {
+	if b.opt.only == "" {
+		return false
+	}
+	for _, s := range strings.Split(b.opt.only, ",") {
+		if strings.TrimSpace(s) != "kube" {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *bench) main() int {
@@ -271,6 +292,11 @@ func (b *bench) setup(ctx context.Context, logDir string) error {
 	b.childBin = b.tmpPath("benchchild")
 	if err := build(b.childBin, "./bench/benchchild"); err != nil {
 		return err
+	}
+	if b.onlyKube() {
+		// The kube section builds its own leaderrun and starts its own server.
+		b.procs = newProcs(logDir, b.childBin)
+		return nil
 	}
 	b.goInitBin = b.tmpPath("goinit")
 	if err := build(b.goInitBin, "./bench/goinit"); err != nil {

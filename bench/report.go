@@ -105,6 +105,9 @@ func (r *report) columns() []string {
 func storeOfLabel(l string) string { return strings.TrimPrefix(l, "leaderrun · ") }
 
 func (r *report) markdown() string {
+	if r.kubeOnly() {
+		return r.kubeMarkdown()
+	}
 	var w mdw
 	w.p("# leaderrun benchmarks")
 	w.p("")
@@ -130,6 +133,7 @@ func (r *report) markdown() string {
 	r.footprintSection(&w)
 	r.initSection(&w)
 	r.peerSection(&w)
+	r.kubeSection(&w)
 	if b, err := os.ReadFile(r.Findings); err == nil {
 		w.p("")
 		w.WriteString(string(b))

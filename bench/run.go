@@ -41,6 +41,7 @@ type report struct {
 	StepDown   []*stepResult
 	Parts      []*partResult
 	PartCost   []*partCostResult
+	Kube       *kubeResult // the kube section; nil when it did not run
 	Took       time.Duration
 	LoadBefore string
 	LoadAfter  string
@@ -408,6 +409,14 @@ func (b *bench) run(ctx context.Context) *report {
 			rep.PartCost = append(rep.PartCost, out...)
 			rep.Busy["partcost "+name] = busy()
 		}
+	}
+	// Without -tags kubernetes, a run of every section leaves kube out
+	// silently (its report stays as it was); -only kube says why.
+	if b.want("kube") && !b.stopping() && (kubeSection != nil || b.opt.only != "") {
+		b.progress("kube: leaderrun's Kubernetes store beside client-go's leader election")
+		busy := machineBusy()
+		rep.Kube = b.runKube(ctx)
+		rep.Busy["kube"] = busy()
 	}
 	rep.LoadAfter = loadavg()
 	rep.Generated = time.Now().UTC()
