@@ -11,17 +11,17 @@ import (
 )
 
 // pollInterval is how often a Store with waiters reads PRAGMA data_version
-// where it cannot keep a FIFO in the wake directory (see wake). It bounds how late a waiter then learns
-// of a release in another process.
+// where it cannot keep a FIFO in the wake directory (see wake). It bounds
+// how late a waiter then learns of a release in another process.
 const pollInterval = 25 * time.Millisecond
 
 // Wait implements lease.Store. It returns nil as soon as name's tenure
 // differs from seen (lease.SameTenure); renewals do not wake it. A change
 // of hands writes to the FIFO that each Store with waiters keeps in the
 // wake directory; each waiter then re-reads its row. Without the FIFO, one
-// connection per Store polls PRAGMA data_version every pollInterval instead. A store
-// error ends Wait early with nil, a spurious wake-up; the caller's next
-// operation reports the error.
+// connection per Store polls PRAGMA data_version every pollInterval
+// instead. A store error ends Wait early with nil, a spurious wake-up; the
+// caller's next operation reports the error.
 func (s *Store) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	return lease.AwaitTenure(ctx, s.waitFor, s.Get, name, seen, timeout)
 }
