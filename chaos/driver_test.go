@@ -74,7 +74,7 @@ type round struct {
 	child   proc
 	gchild  proc // zero unless the variant is armEscape
 	at      time.Time
-	healAt  time.Time // SIGCONT, the proxy passing again, etcd's new leader elected; zero for kill and term
+	healAt  time.Time // SIGCONT, the proxy passing again, an outage healed (etcd's new leader elected); zero for kill and term
 	next    event     // the partition's next child's start
 	gotNext bool
 	latency time.Duration // at → next.at
