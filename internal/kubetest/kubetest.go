@@ -319,9 +319,10 @@ func (s *Server) Kill(name Process) error {
 }
 
 // Restart starts the process name again after Kill, with the flags, data
-// and port it had, and waits until the API server answers /readyz again
-// and serves a read of an object (which /readyz may not wait for after a
-// restart of etcd alone). The URL stays the same.
+// and port it had, and waits until the API server serves a read of an
+// object again: clients' requests succeed from then on, while /readyz
+// may still wait for the server's start hooks (or, after a restart of
+// etcd alone, not wait for etcd at all). The URL stays the same.
 func (s *Server) Restart(name Process) error {
 	p := s.proc(name)
 	if p == nil {
@@ -338,7 +339,7 @@ func (s *Server) Restart(name Process) error {
 		return err
 	}
 	// Polled often: the time it answers is when a fault healed.
-	return s.waitReady(10 * time.Millisecond)
+	return s.wait(readPath, 10*time.Millisecond)
 }
 
 // readPath is what waitReady reads once /readyz answers: an object that
@@ -346,13 +347,16 @@ func (s *Server) Restart(name Process) error {
 const readPath = "/api/v1/namespaces/kube-system"
 
 // waitReady polls /readyz, every poll, until it answers 200, and then
-// readPath until that answers 200. It gives up at once when etcd or the
-// API server exits.
-func (s *Server) waitReady(poll time.Duration) error {
+// readPath until that answers 200.
+func (s *Server) waitReady(poll time.Duration) error { return s.wait("/readyz", poll) }
+
+// wait polls path, every poll, until it answers 200, and then readPath
+// until that answers 200. It gives up at once when etcd or the API server
+// exits.
+func (s *Server) wait(path string, poll time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	var last string
-	path := "/readyz"
 	for ctx.Err() == nil {
 		s.mu.Lock()
 		procs := slices.Clone(s.procs)
