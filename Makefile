@@ -44,13 +44,16 @@ kube-apiserver:
 	test -x $(KUBE_APISERVER) || { cd internal/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
 
 # The Kubernetes store's tests against the API server (built first when it
-# is missing): the store's own, the test helper's, and the scripts run once
+# is missing): the store's own, the test helper's, the scripts run once
 # per store (TestFastStores, TestJudge, TestPartitions), on the k8s store
-# alone. A missing server fails them here, as in CI, instead of skipping.
+# alone, and the chaos suite's short mode on it (one name and partitioned).
+# A missing server fails them here, as in CI, instead of skipping.
 KUBE_SCRIPTS = ^(TestFastStores|TestJudge|TestPartitions)$$/^k8s$$
+KUBE_CHAOS = ^TestChaos$$/^(k8s|partitioned-k8s)$$
 test-kube: kube-apiserver
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes ./internal/kubetest ./lease/kubernetes
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_SCRIPTS)' .
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_CHAOS)' ./chaos
 
 # The packages whose tests run under the race detector: the lease and the
 # stores, supervision, signals, configuration, the replica (its loop tests)

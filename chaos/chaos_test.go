@@ -364,12 +364,17 @@ func shortSchedule(store string, partitioned bool) [][2]string {
 	}
 	// Each networked store's own faults: the replica cut off by its
 	// proxies, and the store's side of it (a session killed, etcd's leader
-	// killed).
-	if f := serverFault(store); f != "" {
-		s = append(s, [2]string{faultReset, variantPlain}, [2]string{faultBlackhole, armIgnoreTerm},
-			[2]string{f, variantPlain})
+	// killed, the API server restarted).
+	if fs := serverFaults(store); len(fs) > 0 {
+		s = append(s, [2]string{faultReset, variantPlain}, [2]string{faultBlackhole, armIgnoreTerm})
+		for _, f := range fs {
+			s = append(s, [2]string{f, variantPlain})
+		}
 		if !partitioned {
-			s = append(s, [2]string{faultReset, armEscape}, [2]string{f, armIgnoreTerm})
+			s = append(s, [2]string{faultReset, armEscape})
+			for _, f := range fs {
+				s = append(s, [2]string{f, armIgnoreTerm})
+			}
 		}
 	}
 	return s

@@ -533,11 +533,11 @@ func (res *result) checkGaps(part string, ts []*tenure, in input) {
 			}
 		}
 		for _, rd := range res.rounds {
-			// Without a leader etcd is unavailable: the bound starts once
-			// it has one again.
-			if rd.kind == faultStoreLeader && from >= rd.at.UnixNano()-int64(tick) &&
+			// During an outage (etcd without a leader, say) the store is
+			// unavailable: the bound starts once it heals.
+			if o, ok := outages[rd.kind]; ok && from >= rd.at.UnixNano()-int64(tick) &&
 				from <= rd.healAt.Add(in.timing.deadline+in.timing.grace).UnixNano() &&
-				to <= rd.healAt.Add(limit+etcdLeaseExtension).UnixNano() {
+				to <= rd.healAt.Add(limit+o.extension).UnixNano() {
 				return
 			}
 		}
@@ -644,14 +644,17 @@ func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []store
 		}
 		latency, late := newChildBound(rd, tm, bound)
 		since, extra := "the fault", ""
-		if rd.kind == faultStoreLeader {
-			since, extra = "etcd elected a new leader", fmt.Sprintf(" + etcd's lease extension %v", etcdLeaseExtension)
+		if o, ok := outages[rd.kind]; ok {
+			since = o.healed
+			if o.extension > 0 {
+				extra = fmt.Sprintf(" + the store's lease extension %v", o.extension)
+			}
 		}
 		switch {
 		case !rd.gotNext || latency <= late:
 		case rd.storeBlocked:
 			res.addKnown("L1", rd)
-		case rd.kind != faultStoreLeader && stalled(storeErrs, rd.at.UnixNano(), rd.next.at, rd.rep):
+		case !isOutage(rd.kind) && stalled(storeErrs, rd.at.UnixNano(), rd.next.at, rd.rep):
 			res.addKnown("S1", rd)
 		default:
 			res.violations = append(res.violations, fmt.Sprintf("%s: new child %v after %s, more than TTL %v + reconcile interval %v + %v%s",
@@ -670,13 +673,13 @@ func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []store
 
 // newChildBound returns how long after the fault the next child of rd's
 // partition started, and how long it may take: the TTL, plus the reconcile
-// interval, plus the bound. After etcd lost its leader, the time counts
-// from its new leader's election, and etcd's lease extension is added: the
-// new leader renews every lease by its election timeout.
+// interval, plus the bound. After an outage the time counts from its heal
+// (etcd's new leader's election), and the store's lease extension is
+// added (etcd's new leader renews every lease by its election timeout).
 func newChildBound(rd *round, tm timing, bound time.Duration) (latency, limit time.Duration) {
 	latency, limit = rd.latency, tm.ttl+tm.reconcile+bound
-	if rd.kind == faultStoreLeader {
-		latency, limit = rd.next.time().Sub(rd.healAt), limit+etcdLeaseExtension
+	if o, ok := outages[rd.kind]; ok {
+		latency, limit = rd.next.time().Sub(rd.healAt), limit+o.extension
 	}
 	return latency, limit
 }

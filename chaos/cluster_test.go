@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -39,6 +40,10 @@ type cluster struct {
 	// says how many it ended; nil where the store cannot.
 	killSessions func(idx int) (int, error)
 	etcd         *etcdtest.Cluster // the run's own; nil but on etcd
+	// injectors inject the faults of a tagged store's server, by kind;
+	// its setup sets them. Each sets the fault's at and healAt, or its
+	// note to "nothing" when it injected nothing.
+	injectors map[string]func(f *fault, rng *rand.Rand)
 
 	timing timing
 	log    *eventLog

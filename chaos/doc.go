@@ -19,8 +19,10 @@
 //   - every replica exits with the documented status.
 //
 // Stores: SQLite, PostgreSQL, MySQL (MariaDB), Redis and etcd (a
-// three-member cluster of the run's own), each networked one reached through
-// a TCP proxy per replica (per member, on etcd). Children write through the
+// three-member cluster of the run's own), and, with -tags kubernetes, the
+// Kubernetes Lease store (k8s: a kube-apiserver and its etcd of the run's
+// own, package internal/kubetest), each networked one reached through a
+// TCP proxy per replica (per member, on etcd). Children write through the
 // store's fence on PostgreSQL and MySQL, and beat elsewhere.
 //
 // Faults, aimed at the leader's replica (partitioned: at a replica that
@@ -29,7 +31,10 @@
 // TTL, then SIGCONT; on networked stores, its connections reset or
 // blackholed by its proxies, then healed, and its sessions ended by the
 // server (pg_terminate_backend, KILL CONNECTION, CLIENT KILL); on etcd,
-// etcd's own leader killed and restarted. The children hit are optionally
+// etcd's own leader killed and restarted; on k8s, the kube-apiserver, or
+// its etcd, SIGKILLed and started again. Those last are outages of the
+// whole store: they hit every replica, and the bound for a new child
+// counts from when the store serves again. The children hit are optionally
 // armed to ignore SIGTERM or to start a grandchild escaping their process
 // group with setsid (partitioned: a random subset of them).
 //
@@ -44,13 +49,18 @@
 //	LEADERRUN_CHAOS=long go test ./chaos -timeout 0 -v
 //	go test ./chaos -timeout 0 -v -run 'TestChaos/^partitioned-postgres$' -chaos.rounds=300 -chaos.partitions=6
 //
+// On the Kubernetes store alone (make test-kube runs its short mode):
+//
+//	go test -tags kubernetes ./chaos -v -run 'TestChaos/(^k8s$|^partitioned-k8s$)'
+//
 // Other flags: -chaos.seed (reproduce a schedule and partition count),
-// -chaos.store=sqlite,postgres,mysql,redis,etcd (the default: all),
-// -chaos.partitions (N for the partitioned runs; -1: none), -chaos.bin (a
-// prebuilt leaderrun instead of building one), -chaos.keep (keep the run
-// directories), -chaos.bound (slack over the TTL allowed for a new child),
-// -chaos.strict (fail on known defects too), -chaos.parallel (runs at
-// once, 2 by default). Each server is that of package internal/pgtest,
-// mysqltest, redistest or etcdtest; without it that store's runs skip, or
-// fail when CI is set.
+// -chaos.store=sqlite,postgres,mysql,redis,etcd,k8s (the default: every
+// store of the build), -chaos.partitions (N for the partitioned runs; -1:
+// none), -chaos.bin (a prebuilt leaderrun instead of building one),
+// -chaos.keep (keep the run directories), -chaos.bound (slack over the TTL
+// allowed for a new child), -chaos.strict (fail on known defects too),
+// -chaos.parallel (runs at once, 2 by default). Each server is that of
+// package internal/pgtest, mysqltest, redistest, etcdtest or kubetest;
+// without it that store's runs skip, or fail when CI is set (or, for k8s,
+// LEADERRUN_TEST_KUBE_REQUIRED).
 package chaos

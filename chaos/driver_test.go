@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// Faults. All but faultStoreLeader are aimed at one replica: the leader's,
-// or, partitioned, one that holds partitions; they hit every tenure it
-// holds.
+// Faults. All but the outages (faultStoreLeader, and a tagged store's) are
+// aimed at one replica: the leader's, or, partitioned, one that holds
+// partitions; they hit every tenure it holds.
 const (
 	faultKill      = "kill"      // SIGKILL its leaderrun, then restart the replica (a join, partitioned)
 	faultTerm      = "term"      // SIGTERM its leaderrun, then restart the replica
@@ -34,7 +34,29 @@ const (
 
 // transient reports whether a fault may leave the tenures it hit intact:
 // a new child is then not required, only allowed.
-func transient(kind string) bool { return kind == faultKillConn || kind == faultStoreLeader }
+func transient(kind string) bool { return kind == faultKillConn || isOutage(kind) }
+
+// outage is a fault that makes the store itself unavailable to every
+// replica until it heals (healAt): it hits every tenure, and the checks
+// for a new child count from the heal.
+type outage struct {
+	// healed says what healAt is, for reports.
+	healed string
+	// extension is how much longer than their TTL the store lets leases
+	// live after it.
+	extension time.Duration
+}
+
+// outages are the faults that are outages, by kind; files built with a
+// tag add their stores'.
+var outages = map[string]outage{
+	faultStoreLeader: {healed: "etcd elected a new leader", extension: etcdLeaseExtension},
+}
+
+func isOutage(kind string) bool {
+	_, ok := outages[kind]
+	return ok
+}
 
 // Child variants: how the children hit are armed before the fault.
 const variantPlain = "plain"
@@ -52,7 +74,7 @@ type round struct {
 	child   proc
 	gchild  proc // zero unless the variant is armEscape
 	at      time.Time
-	healAt  time.Time // SIGCONT, the proxy passing again, etcd's new leader elected; zero for kill and term
+	healAt  time.Time // SIGCONT, the proxy passing again, an outage healed (etcd's new leader elected); zero for kill and term
 	next    event     // the partition's next child's start
 	gotNext bool
 	latency time.Duration // at → next.at
@@ -87,7 +109,7 @@ const leaderWait = 30 * time.Second
 type fault struct {
 	n             int
 	kind, variant string
-	target        *replica // nil for faultStoreLeader
+	target        *replica // nil for an outage
 	at, healAt    time.Time
 	note          string // what the injection found, for the log
 	problems      []string
@@ -216,7 +238,7 @@ func (c *cluster) run(n int, kind, variant string, rng *rand.Rand) (rounds []*ro
 
 // victims picks the fault's target and returns a round for each tenure it
 // hits: the leader's, or every partition one replica holds (a random one
-// of those holding any), or, for faultStoreLeader, every partition.
+// of those holding any), or, for an outage, every partition.
 func (c *cluster) victims(f *fault, rng *rand.Rand) []*round {
 	held := c.held()
 	byRep := map[*replica][]event{}
@@ -233,7 +255,7 @@ func (c *cluster) victims(f *fault, rng *rand.Rand) []*round {
 	}
 	slices.SortFunc(reps, func(a, b *replica) int { return a.idx - b.idx })
 	var hit []event
-	if f.kind == faultStoreLeader {
+	if isOutage(f.kind) {
 		for _, r := range reps {
 			hit = append(hit, byRep[r]...)
 		}
@@ -346,7 +368,11 @@ func (c *cluster) inject(f *fault, rng *rand.Rand) {
 			f.note = "nothing"
 		}
 	default:
-		c.t.Fatalf("unknown fault %q", f.kind)
+		inject, ok := c.injectors[f.kind]
+		if !ok {
+			c.t.Fatalf("unknown fault %q", f.kind)
+		}
+		inject(f, rng)
 	}
 }
 

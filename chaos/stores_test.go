@@ -25,7 +25,22 @@ import (
 // storeKinds are the stores the suite runs on. Each networked store is the
 // server of its internal/…test package (etcd: a three-member cluster of the
 // run's own); without it the store's run skips, or fails when CI is set.
+// A file built with a tag may add a store (k8s, with -tags kubernetes),
+// registering it in taggedStores.
 var storeKinds = []string{"sqlite", "postgres", "mysql", "redis", "etcd"}
+
+// taggedStore is a store that a file built with a tag adds to storeKinds.
+type taggedStore struct {
+	// setup is the store's case of setupStore; it also sets the
+	// cluster's injectors of the store's server faults.
+	setup func(c *cluster, t *testing.T, n int)
+	// faults are its server's faults (serverFaults).
+	faults []string
+}
+
+// taggedStores are the stores of storeKinds that files built with a tag
+// added, by name.
+var taggedStores = map[string]taggedStore{}
 
 // setupStore readies the run's store for n replicas: each replica's --store
 // (through proxies of its own on a networked store), the table of fenced
@@ -44,6 +59,10 @@ func (c *cluster) setupStore(t *testing.T, n int) {
 	case "etcd":
 		c.setupEtcd(t, n)
 	default:
+		if s, ok := taggedStores[c.store]; ok {
+			s.setup(c, t, n)
+			return
+		}
 		t.Fatalf("unknown store %q (known: %s)", c.store, strings.Join(storeKinds, ", "))
 	}
 }
@@ -52,22 +71,23 @@ func (c *cluster) setupStore(t *testing.T, n int) {
 // stop: on a networked store, the replica's connections reset or
 // blackholed, and the store's own fault.
 func storeFaults(store string) []string {
-	if f := serverFault(store); f != "" {
-		return []string{faultReset, faultBlackhole, f}
+	if fs := serverFaults(store); len(fs) > 0 {
+		return append([]string{faultReset, faultBlackhole}, fs...)
 	}
 	return nil
 }
 
-// serverFault is what the server of a networked store does to the
-// replicas: end one's sessions, or, etcd, lose its leader.
-func serverFault(store string) string {
+// serverFaults are what the server of a networked store does to the
+// replicas: end one's sessions, or, etcd, lose its leader; a tagged
+// store's are its own.
+func serverFaults(store string) []string {
 	switch store {
 	case "postgres", "mysql", "redis":
-		return faultKillConn
+		return []string{faultKillConn}
 	case "etcd":
-		return faultStoreLeader
+		return []string{faultStoreLeader}
 	}
-	return ""
+	return taggedStores[store].faults
 }
 
 // runTag names a run's sessions (application name, client name, user) so

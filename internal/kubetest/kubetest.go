@@ -12,7 +12,8 @@
 // a namespace each. When etcd is missing, or the server cannot be built,
 // tests skip with a message, except in CI, where they fail; a server that
 // was there but did not start fails them everywhere, at once when its
-// process exits, with its output.
+// process exits, with its output. A test may crash the API server or its
+// etcd (Kill) and start it again (Restart), at the same address.
 package kubetest
 
 import (
@@ -31,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,8 +107,39 @@ type Server struct {
 	URL string
 	dir string
 
-	procs  []*exec.Cmd
-	exited map[string]<-chan error // process name → its Wait's result, once it exits
+	mu    sync.Mutex // guards procs
+	procs []*process // etcd, then the API server
+}
+
+// Process names one of a Server's processes, for Kill and Restart.
+type Process string
+
+// A Server's processes.
+const (
+	Etcd      Process = "etcd"
+	APIServer Process = "kube-apiserver"
+)
+
+// process is one of the server's processes, as it was started (so that it
+// can be started again) and as it runs.
+type process struct {
+	name Process
+	bin  string
+	args []string
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd exited
+	err  error         // cmd.Wait's result; set before done closes
+}
+
+// exited reports whether p's current run ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
 }
 
 // missingError is a start that failed because etcd or the API server's
@@ -150,7 +183,7 @@ func start(dir string) (*Server, error) {
 	if err != nil {
 		return nil, &missingError{err}
 	}
-	s := &Server{dir: dir, exited: map[string]<-chan error{}}
+	s := &Server{dir: dir}
 	if err := s.files(); err != nil {
 		return nil, err
 	}
@@ -161,7 +194,7 @@ func start(dir string) (*Server, error) {
 		}
 	}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	err = s.spawn("etcd", etcdBin,
+	err = s.spawn(Etcd, etcdBin,
 		"--name=kubetest", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", ports[1]),
@@ -173,7 +206,7 @@ func start(dir string) (*Server, error) {
 	}
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	key := filepath.Join(dir, "sa.key")
-	err = s.spawn("kube-apiserver", apiBin,
+	err = s.spawn(APIServer, apiBin,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", ports[2]),
@@ -193,7 +226,7 @@ func start(dir string) (*Server, error) {
 		s.Stop()
 		return nil, err
 	}
-	if err := s.waitReady(); err != nil {
+	if err := s.waitReady(250 * time.Millisecond); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -218,65 +251,151 @@ func (s *Server) files() error {
 	return os.WriteFile(filepath.Join(s.dir, "sa.key"), pemKey, 0o600)
 }
 
-func (s *Server) spawn(name, bin string, args ...string) error {
-	log, err := os.Create(filepath.Join(s.dir, name+".log"))
+// spawn starts the process name, logging to name.log in the server's
+// directory.
+func (s *Server) spawn(name Process, bin string, args ...string) error {
+	p := &process{name: name, bin: bin, args: args}
+	if err := s.run(p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return nil
+}
+
+// run starts p, appending to its log.
+func (s *Server) run(p *process) error {
+	log, err := os.OpenFile(filepath.Join(s.dir, string(p.name)+".log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	s.procs = append(s.procs, cmd)
-	exited := make(chan error, 1)
-	s.exited[name] = exited
-	go func() { exited <- cmd.Wait() }()
+	done := make(chan struct{})
+	s.mu.Lock()
+	p.cmd, p.done, p.err = cmd, done, nil
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		p.err = err
+		close(done)
+	}()
 	return nil
 }
 
-// waitReady polls /readyz until it answers 200. It gives up at once when
-// etcd or the API server exits.
-func (s *Server) waitReady() error {
+// proc returns the process name.
+func (s *Server) proc(name Process) *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Kill SIGKILLs the process name (its process group) and waits until it
+// exited: a crash of the API server or of its etcd. Restart starts it
+// again.
+func (s *Server) Kill(name Process) error {
+	p := s.proc(name)
+	if p == nil || p.cmd == nil {
+		return fmt.Errorf("kill %s: not started", name)
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("kill %s: pid %d did not exit within 30s of SIGKILL", name, p.cmd.Process.Pid)
+	}
+}
+
+// Restart starts the process name again after Kill, with the flags, data
+// and port it had, and waits until the API server serves a read of an
+// object again: clients' requests succeed from then on, while /readyz
+// may still wait for the server's start hooks (or, after a restart of
+// etcd alone, not wait for etcd at all). The URL stays the same.
+func (s *Server) Restart(name Process) error {
+	p := s.proc(name)
+	if p == nil {
+		return fmt.Errorf("restart %s: not started", name)
+	}
+	if exited, _ := p.exited(); !exited {
+		return fmt.Errorf("restart %s: it is running (Kill it first)", name)
+	}
+	if log, err := os.OpenFile(filepath.Join(s.dir, string(name)+".log"), os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		fmt.Fprintf(log, "--- kubetest: restarted at %s ---\n", time.Now().Format(time.RFC3339Nano))
+		log.Close()
+	}
+	if err := s.run(p); err != nil {
+		return err
+	}
+	// Polled often: the time it answers is when a fault healed.
+	return s.wait(readPath, 10*time.Millisecond)
+}
+
+// readPath is what waitReady reads once /readyz answers: an object that
+// start's bootstrap creates.
+const readPath = "/api/v1/namespaces/kube-system"
+
+// waitReady polls /readyz, every poll, until it answers 200, and then
+// readPath until that answers 200.
+func (s *Server) waitReady(poll time.Duration) error { return s.wait("/readyz", poll) }
+
+// wait polls path, every poll, until it answers 200, and then readPath
+// until that answers 200. It gives up at once when etcd or the API server
+// exits.
+func (s *Server) wait(path string, poll time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	var last string
 	for ctx.Err() == nil {
-		for name, exited := range s.exited {
-			select {
-			case err := <-exited:
-				return fmt.Errorf("%s exited before /readyz answered (%v); its log:\n%s", name, err, s.logOf(name))
-			default:
+		s.mu.Lock()
+		procs := slices.Clone(s.procs)
+		s.mu.Unlock()
+		for _, p := range procs {
+			if exited, err := p.exited(); exited {
+				return fmt.Errorf("%s exited before /readyz answered (%v); its log:\n%s", p.name, err, s.logOf(p.name))
 			}
 		}
 		// A short timeout per request: an exit is noticed between them.
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		req, _ := http.NewRequestWithContext(rctx, "GET", s.URL+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(rctx, "GET", s.URL+path, nil)
 		req.Header.Set("Authorization", "Bearer "+AdminToken)
 		resp, err := insecureClient.Do(req)
 		rcancel()
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch {
+			case resp.StatusCode == http.StatusOK && path == readPath:
 				return nil
+			case resp.StatusCode == http.StatusOK:
+				path = readPath
+				continue
 			}
-			last = resp.Status
+			last = path + ": " + resp.Status
 		} else {
 			last = err.Error()
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(poll)
 	}
 	return fmt.Errorf("kube-apiserver not ready within %v (last: %s); its log:\n%s", readyTimeout, last, s.Log())
 }
 
 // Log returns the tail of the API server's log.
-func (s *Server) Log() string { return s.logOf("kube-apiserver") }
+func (s *Server) Log() string { return s.logOf(APIServer) }
 
 // logOf returns the tail of the log of the process name.
-func (s *Server) logOf(name string) string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, name+".log"))
+func (s *Server) logOf(name Process) string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, string(name)+".log"))
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
@@ -285,13 +404,19 @@ func (s *Server) logOf(name string) string {
 
 // Stop kills the API server and etcd. It is safe to call more than once.
 func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		if p := s.procs[i].Process; p != nil {
-			syscall.Kill(-p.Pid, syscall.SIGKILL)
+		if p := s.procs[i]; p.cmd != nil {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
 	s.procs = nil
 }
+
+// Addr is the API server's host:port, for a proxy in front of it
+// (WriteKubeconfigVia).
+func (s *Server) Addr() string { return strings.TrimPrefix(s.URL, "https://") }
 
 // Kubeconfig writes a kubeconfig for the user whose bearer token is token
 // (the server's certificate is not verified: it is made up at start) and
@@ -307,6 +432,16 @@ func (s *Server) Kubeconfig(tb testing.TB, token, namespace string) string {
 
 // WriteKubeconfig writes to path the kubeconfig that Kubeconfig returns.
 func (s *Server) WriteKubeconfig(path, token, namespace string) error {
+	return writeKubeconfig(path, s.URL, token, namespace)
+}
+
+// WriteKubeconfigVia writes to path a kubeconfig that reaches the server
+// at addr (host:port: a proxy in front of Addr) instead of at URL.
+func (s *Server) WriteKubeconfigVia(path, addr, token, namespace string) error {
+	return writeKubeconfig(path, "https://"+addr, token, namespace)
+}
+
+func writeKubeconfig(path, server, token, namespace string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -325,7 +460,7 @@ contexts:
     user: user
     namespace: %q
 current-context: test
-`, s.URL, token, namespace)
+`, server, token, namespace)
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 

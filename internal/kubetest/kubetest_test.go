@@ -3,7 +3,9 @@
 package kubetest
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,4 +83,50 @@ func TestServerThatExitsFailsTheTestWithItsOutput(t *testing.T) {
 	if !strings.Contains(r.fatal, "unknown flag: --no-such-flag") || !strings.Contains(r.fatal, "exited") {
 		t.Errorf("Start failed the test with %q; want the server's output and that it exited", r.fatal)
 	}
+}
+
+// TestRestartServesAtTheSameURL: after Kill and Restart of the API server,
+// and of its etcd, the server answers again at its URL, with the objects
+// it had.
+func TestRestartServesAtTheSameURL(t *testing.T) {
+	s := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	ns, err := s.CreateNamespace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Process{APIServer, Etcd} {
+		if err := s.Restart(p); err == nil {
+			t.Errorf("Restart(%s) of a running process succeeded; want an error", p)
+		}
+		if err := s.Kill(p); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s.URL+"/readyz"); p == APIServer && got != 0 {
+			t.Errorf("after Kill(%s), /readyz answered %d; want no answer", p, got)
+		}
+		if err := s.Restart(p); err != nil {
+			t.Fatalf("Restart(%s): %v", p, err)
+		}
+		if got, want := get(t, s.URL+"/api/v1/namespaces/"+ns), http.StatusOK; got != want {
+			t.Errorf("after Restart(%s), GET namespace %s answered %d; want %d", p, ns, got, want)
+		}
+	}
+}
+
+// get returns the status of a GET of url as the admin, or 0 when there is
+// no answer.
+func get(t *testing.T, url string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	resp, err := insecureClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
