@@ -31,6 +31,19 @@ func secretFile(t *testing.T) (path string, content []byte) {
 	return path, content
 }
 
+// changeHands acquires and releases a name in s: two changes of hands,
+// each of which wakes the database's waiters.
+func changeHands(t *testing.T, s *Store) {
+	t.Helper()
+	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func wantUnchanged(t *testing.T, path string, content []byte) {
 	t.Helper()
 	got, err := os.ReadFile(path)
@@ -60,13 +73,7 @@ func TestSymlinkAtWakeFileIsNotFollowed(t *testing.T) {
 	if err := os.Symlink(secret, path+wakeSuffix); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
+	changeHands(t, s)
 	wantUnchanged(t, secret, content)
 }
 
@@ -124,13 +131,7 @@ func TestWakeWritesOnlyToFIFOs(t *testing.T) {
 	if err := unix.Mkfifo(deserted, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
+	changeHands(t, s)
 	wantUnchanged(t, secret, content)
 	if _, err := os.Lstat(deserted); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a FIFO nobody reads is still in the wake directory (%v)", err)
@@ -283,17 +284,11 @@ func TestExistingStoreIsNotCreated(t *testing.T) {
 func TestTokenAtMaximumIsAClearRefusal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaderrun.db")
 	s := openTest(t, path)
-	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
+	changeHands(t, s)
 	if _, err := rawDB(t, path).Exec(`UPDATE leases SET token = 9223372036854775807 WHERE name = 'n'`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Acquire(ctx(t), "n", "a", time.Minute)
+	_, err := s.Acquire(ctx(t), "n", "a", time.Minute)
 	if !errors.Is(err, lease.ErrRefused) || !strings.Contains(err.Error(), "largest value") {
 		t.Errorf("Acquire with the token at its maximum = %v, want a refusal that says why", err)
 	}
