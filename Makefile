@@ -17,10 +17,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # supervise/initprog.go), built first for this machine's architecture; -s -w
 # strips the symbol table and DWARF, as the release build does (49 MB becomes
 # 34 MB); build without them to debug with dlv.
+# TAGS adds build tags: `make build TAGS=kubernetes` links the Kubernetes
+# Lease store.
 OUT ?= leaderrun
+TAGS ?=
+comma := ,
 build:
 	$(MAKE) init-programs INIT_ARCHES=$$($(GO) env GOARCH)
-	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags "-s -w -X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o $(OUT) .
+	CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs$(addprefix $(comma),$(TAGS)) -ldflags "-s -w -X github.com/leaderrun/leaderrun/cmd.Version=$(VERSION)" -o $(OUT) .
 
 # leaderrun-init for each of INIT_ARCHES, where leaderrun's build embeds it
 # (git ignores it). goreleaser and the Dockerfile run this before they

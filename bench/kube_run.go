@@ -202,34 +202,20 @@ func kubeServerBuilt() error {
 	return nil
 }
 
-// buildKube builds leaderrun as `make build` does but with the
-// kubernetes tag, and the client-go elector.
+// buildKube builds leaderrun with `make build TAGS=kubernetes`, and the
+// client-go elector.
 func (b *bench) buildKube() (lr, elector string, err error) {
-	goarch, err := exec.Command("go", "env", "GOARCH").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("go env GOARCH: %w", err)
-	}
-	init := exec.Command("make", "init-programs", "INIT_ARCHES="+strings.TrimSpace(string(goarch)))
-	init.Dir = b.root
-	if out, err := init.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("make init-programs: %v\n%s", err, out)
-	}
-	build := func(dst, pkg string, flags ...string) error {
-		argv := append([]string{"build", "-trimpath", "-tags", "urfave_cli_no_docs,kubernetes"}, flags...)
-		cmd := exec.Command("go", append(argv, "-o", dst, pkg)...)
-		cmd.Dir = b.root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build -tags kubernetes %s: %v\n%s", pkg, err, out)
-		}
-		return nil
-	}
 	lr, elector = b.tmpPath("leaderrun-k8s"), b.tmpPath("kubeelector")
-	if err := build(lr, ".", "-ldflags", "-s -w"); err != nil {
-		return "", "", err
+	mk := exec.Command("make", "build", "TAGS=kubernetes", "OUT="+lr)
+	mk.Dir = b.root
+	if out, err := mk.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("make build TAGS=kubernetes: %v\n%s", err, out)
 	}
-	if err := build(elector, "./bench/kubeelector"); err != nil {
-		return "", "", err
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "kubernetes", "-o", elector, "./bench/kubeelector")
+	cmd.Dir = b.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build -tags kubernetes ./bench/kubeelector: %v\n%s", err, out)
 	}
 	return lr, elector, nil
 }
