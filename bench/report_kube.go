@@ -101,8 +101,8 @@ func (r *report) kubeSection(w *mdw) {
 	cols := []string{kubeLRLabel, kubeLRMaskedLabel, kubeClientGoLabel}
 	w.p("One API server, %s, with an etcd of its own (internal/kubetest), on loopback, started by the benchmark;", k.Server)
 	w.p("every system ran %d replicas on this host against it, each scenario in a namespace of its own, at default", r.Opt.Replicas)
-	w.p("timings: leaderrun `--store k8s://NAMESPACE?kubeconfig=…` (TTL 15 s, renew every 2 s, kill grace 5 s; built as")
-	w.p("`make build` but with `-tags kubernetes`), and bench/kubeelector, a few lines around client-go's")
+	w.p("timings: leaderrun `--store k8s://NAMESPACE?kubeconfig=…` (TTL 15 s, renew every 2 s, kill grace 5 s; built by")
+	w.p("`make build TAGS=kubernetes`), and bench/kubeelector, a few lines around client-go's")
 	w.p("`tools/leaderelection` with a `LeaseLock` (LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s,")
 	w.p("ReleaseOnCancel), which on SIGTERM stops its command and then cancels the election (client-go releases the")
 	w.p("Lease), and whose command dies with it on SIGKILL (a parent-death signal). Both run the same child as the other")
