@@ -59,11 +59,11 @@ test-kube: kube-apiserver
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_SCRIPTS)' .
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_CHAOS)' ./chaos
 
-# The packages whose tests run under the race detector: the lease and the
+# The packages whose tests run under the race detector: the engine, the lease contract and the
 # stores, supervision, signals, configuration, the replica (its loop tests)
 # and the command line. They run only there, not a second time without it:
 # the stores' suites are most of the suite's time.
-RACE_PKGS = ./lease/... ./supervise/... ./signals/... ./config/... ./replica/... ./cmd/...
+RACE_PKGS = ./elect/... ./lease/... ./supervise/... ./signals/... ./config/... ./replica/... ./cmd/...
 
 # Every other package but the chaos suite, then the chaos suite alone (its
 # TTL-bound checks missed on a loaded 2-core machine while the scripts ran

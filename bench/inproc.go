@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/sqlite"
 	_ "github.com/leaderrun/leaderrun/lease/stores" // registers every store
@@ -39,7 +40,7 @@ func startInproc(ctx context.Context, dsn, name string, n int) (*inprocReplicas,
 			return nil, err
 		}
 		r.stores = append(r.stores, st)
-		e := &lease.Elector{Store: st, Name: name, Holder: fmt.Sprintf("inproc-%d-%d", os.Getpid(), i),
+		e := &elect.Elector{Store: st, Name: name, Holder: fmt.Sprintf("inproc-%d-%d", os.Getpid(), i),
 			LeaseDuration: defTTL, RenewDeadline: defDeadline, RetryPeriod: defPeriod}
 		r.wg.Add(1)
 		go func() {
@@ -64,7 +65,7 @@ func (r *inprocReplicas) stop() {
 // holdLoop campaigns and holds e's name until ctx ends, then releases.
 // onStart and onEnd, if set, are told of each tenure; onEnd gets the cause
 // with which the tenure's context ended, or nil when ctx ended first.
-func holdLoop(ctx context.Context, e *lease.Elector, onStart func(), onEnd func(cause error)) {
+func holdLoop(ctx context.Context, e *elect.Elector, onStart func(), onEnd func(cause error)) {
 	for ctx.Err() == nil {
 		ten, err := e.Campaign(ctx)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/bench/internal/mono"
-	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // partLog collects every start and stop mark of a partitioned group's
@@ -180,7 +180,7 @@ type partReplica struct {
 // of N partitions at default timings, then SIGTERM runs and SIGKILL runs
 // of one replica, each followed by a new replica joining.
 func (b *bench) runPartitions(ctx context.Context, st *store, n, m, termRuns, killRuns int) *partResult {
-	r := &partResult{Store: st.Name, N: n, M: m, TTL: defTTL, Reconcile: lease.DefaultReconcileInterval, Grace: 5 * time.Second}
+	r := &partResult{Store: st.Name, N: n, M: m, TTL: defTTL, Reconcile: elect.DefaultReconcileInterval, Grace: 5 * time.Second}
 	dsn, err := st.fresh(ctx, "part")
 	if err != nil {
 		r.note("store: %v", err)
@@ -238,7 +238,7 @@ func (b *bench) runPartitions(ctx context.Context, st *store, n, m, termRuns, ki
 			ids = append(ids, rp.id)
 			pidOf[rp.id] = pid
 		}
-		target := lease.Target(group, n, ids)
+		target := elect.Target(group, n, ids)
 		ok := log.waitFor(timeout, func() bool {
 			for p := range n {
 				c, ok := log.cur[p]
@@ -366,7 +366,7 @@ func (b *bench) runPartitions(ctx context.Context, st *store, n, m, termRuns, ki
 			return false
 		}
 		after := append(slices.Clone(before), rp.id)
-		tb, ta := lease.Target(group, n, before), lease.Target(group, n, after)
+		tb, ta := elect.Target(group, n, before), elect.Target(group, n, after)
 		moved := 0
 		for p := range n {
 			if tb[p] != ta[p] {

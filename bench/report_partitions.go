@@ -58,7 +58,7 @@ func (r *report) partitionSection(w *mdw) {
 	w.p("start and stop with LEADERRUN_PARTITION and takes an exclusive `flock` on its partition's file: a child that finds")
 	w.p("it held started while another child of the same partition was alive (\"lock held\"). \"Overlaps\" counts a")
 	w.p("partition's next child starting before the previous one recorded its stop signal. The benchmark knows every")
-	w.p("replica's identity, so it computes the bounded-load target (`lease.Target`) of every member set and waits")
+	w.p("replica's identity, so it computes the bounded-load target (`elect.Target`) of every member set and waits")
 	w.p("until every partition runs on its target owner (\"converged\"), then for 1 s without a start or stop.")
 	w.p("")
 	w.p("Each run stops one replica chosen at random — SIGTERM (%d runs), then SIGKILL (%d runs) — and measures from the", o.PartTerm, o.PartKill)

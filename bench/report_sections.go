@@ -357,7 +357,7 @@ func (r *report) scaleSection(w *mdw) {
 		w.p("")
 		return
 	}
-	w.p("%d in-process `lease.Elector`s per name, one per replica, each replica one `lease.Open` PostgreSQL Store", s.Replicas)
+	w.p("%d in-process `elect.Elector`s per name, one per replica, each replica one `lease.Open` PostgreSQL Store", s.Replicas)
 	w.p("(%d Stores, %d electors), default timings; each elector started at a random moment within one renew", s.Replicas, s.Replicas*s.Names)
 	w.p("period. The window began 5 s after all %d names were held (which took %s). Renew latency is timed", s.Names, s.RampUp.Round(time.Millisecond))
 	w.p("around `Store.Renew`, so it includes waiting for one of the Store's connections.")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/bench/internal/mono"
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -123,7 +124,7 @@ func (b *bench) runScale(ctx context.Context, names, replicas int, window time.D
 	t0 := mono.Now()
 	for i := range names {
 		for j, st := range stores {
-			e := &lease.Elector{Store: &timedStore{Store: st, rec: log},
+			e := &elect.Elector{Store: &timedStore{Store: st, rec: log},
 				Name: fmt.Sprintf("scale-%04d", i), Holder: fmt.Sprintf("replica-%d", j),
 				LeaseDuration: defTTL, RenewDeadline: defDeadline, RetryPeriod: defPeriod}
 			delay := rand.N(defPeriod)
@@ -135,7 +136,7 @@ func (b *bench) runScale(ctx context.Context, names, replicas int, window time.D
 				}
 				holdLoop(runCtx, e, func() { held.Add(1) }, func(cause error) {
 					held.Add(-1)
-					if cause != nil && !errors.Is(cause, lease.ErrReleased) && inWindow.Load() {
+					if cause != nil && !errors.Is(cause, elect.ErrReleased) && inWindow.Load() {
 						mu.Lock()
 						r.Losses++
 						r.LossCauses[cause.Error()]++

@@ -630,7 +630,7 @@ func (res *result) checkRounds(tm timing, bound time.Duration, storeErrs []store
 		// the tenure and released.)
 		// Except after SIGKILL of a leader, one-name or partitioned:
 		// replicas share this host, and the same-host fast path (package
-		// samehost; per partition, lease.Owner) takes the name or the
+		// samehost; per partition, elect.Owner) takes the name or the
 		// partition over at once once the dead holder's tree is gone; that
 		// it was gone is the overlap check's to prove (the lock, the pids).
 		// A frozen leader (SIGSTOP) is alive: no early takeover then.

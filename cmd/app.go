@@ -13,8 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/internal/lazyre"
-	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/signals"
 )
@@ -208,9 +208,9 @@ func runFlags() []cli.Flag {
 			Usage: "wait before campaigning again after the command exited; doubles on repeated failures, up to 1m (" + bounds("restart-delay") + ")"},
 		&cli.IntFlag{Name: "partitions", EnvVars: env("partitions"), DefaultText: "off: one name",
 			Usage: "split --name into N partitions (1 to " + fmt.Sprint(config.MaxPartitions) + "), spread over the live replicas, and run one COMMAND per partition this replica owns; every replica must give the same N"},
-		&cli.DurationFlag{Name: "reconcile-interval", EnvVars: env("reconcile-interval"), DefaultText: shortDuration(lease.DefaultReconcileInterval),
+		&cli.DurationFlag{Name: "reconcile-interval", EnvVars: env("reconcile-interval"), DefaultText: shortDuration(elect.DefaultReconcileInterval),
 			Usage: "with --partitions: compare the partitions owned with the balanced target at least this often; changes of members are seen at once (" + bounds("reconcile-interval") + ")"},
-		&cli.DurationFlag{Name: "reconcile-timeout", EnvVars: env("reconcile-timeout"), DefaultText: "max(" + shortDuration(lease.DefaultReconcileTimeout) + ", 2 × kill grace)",
+		&cli.DurationFlag{Name: "reconcile-timeout", EnvVars: env("reconcile-timeout"), DefaultText: "max(" + shortDuration(elect.DefaultReconcileTimeout) + ", 2 × kill grace)",
 			Usage: "with --partitions: a hand-off stuck longer than this takes the replica out of the membership until it completes, so that no more partitions are handed to it (" + bounds("reconcile-timeout") + ")"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: env("http-addr"), DefaultText: "off",
 			Usage: "serve /healthz, /leader (200 leading, 503 standby; with --partitions, /partitions instead) and /metrics on this address, e.g. 127.0.0.1:9090"},

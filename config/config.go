@@ -90,8 +90,8 @@ type Config struct {
 	// partitions of the name, one command per partition this replica
 	// owns.
 	Partitions        int
-	ReconcileInterval time.Duration // 0: lease.DefaultReconcileInterval
-	ReconcileTimeout  time.Duration // 0: lease.DefaultReconcileTimeout
+	ReconcileInterval time.Duration // 0: elect.DefaultReconcileInterval
+	ReconcileTimeout  time.Duration // 0: elect.DefaultReconcileTimeout
 }
 
 // FieldError says what is wrong with one option.

@@ -140,7 +140,7 @@ func (l *Listener) run(ctx context.Context) {
 		l.setDown()
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(2*backoff, listenMaxBackoff)
-		if sleepCtx(ctx, sleep) != nil {
+		if Sleep(ctx, sleep) != nil {
 			return
 		}
 	}
@@ -184,4 +184,16 @@ func (l *Listener) setDown() {
 func broadcast(ch *chan struct{}) {
 	close(*ch)
 	*ch = make(chan struct{})
+}
+
+// Sleep waits for d, or until ctx ends, and then returns ctx's error.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

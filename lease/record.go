@@ -108,12 +108,6 @@ func SameTenure(a, b Record) bool {
 		a.StepDown == b.StepDown && a.Where == b.Where
 }
 
-// withStepDown returns r with its StepDown flag set to stepDown.
-func (r Record) withStepDown(stepDown bool) Record {
-	r.StepDown = stepDown
-	return r
-}
-
 // ErrLost is returned by Renew and Release when holder no longer holds the
 // name with that token: it expired, was released, or another holder took it.
 var ErrLost = errors.New("lease lost")

@@ -34,7 +34,7 @@ type ErrorPolicy struct {
 // ErrUnknownSuccessor, ErrAlreadyLeader) and *HeldError. Their text holds
 // no driver message, so there is nothing in it to scrub.
 func (p ErrorPolicy) Wrap(op string, err error, secrets []string) error {
-	if err == nil || passesThrough(err) {
+	if err == nil || PassesThrough(err) {
 		return err
 	}
 	msg := fmt.Sprintf("%s: %s", op, oneLine(err.Error()))
@@ -70,8 +70,10 @@ func BadCertificate(err error) bool {
 		errors.As(err, &certInvalid) || errors.As(err, &verify)
 }
 
-// passesThrough reports whether err is one that Wrap returns unchanged.
-func passesThrough(err error) bool {
+// PassesThrough reports whether err is one of the answers the Store contract
+// defines (a *HeldError, ErrLost, ErrNotFound, …), which Wrap returns
+// unchanged and callers branch on.
+func PassesThrough(err error) bool {
 	var held *HeldError
 	if errors.As(err, &held) {
 		return true

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // TestDashboardQueriesExportedMetrics reads the Grafana dashboard shipped
@@ -91,7 +91,7 @@ func exportedLabels(t *testing.T) map[string]map[string]bool {
 		o.StoreCall("renew", time.Millisecond, nil)
 	}
 	parted.PartitionStarted(0, 1)
-	parted.PartitionEnded(0, lease.ErrHandedOff)
+	parted.PartitionEnded(0, elect.ErrHandedOff)
 	parted.PartitionStarted(1, 2)
 	for _, o := range []*Observer{single, parted} {
 		mfs, err := o.reg.Gather()

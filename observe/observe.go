@@ -3,7 +3,7 @@
 // scripts, /metrics for Prometheus.
 //
 // An Observer learns everything from calls made by the election loop's
-// owner: StoreCall (plugged into lease.Elector.Observe) after every store
+// owner: StoreCall (plugged into elect.Elector.Observe) after every store
 // operation, Elected and Ended around each tenure, ChildExited when the
 // command exits. It never calls the store itself.
 //
@@ -64,6 +64,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -191,7 +192,7 @@ func newObserver(name, holder string, renewDeadline time.Duration, now func() ti
 }
 
 // StoreCall records one store operation; its signature matches
-// lease.Elector.Observe. op is "acquire", "renew" or "release". A nil err
+// elect.Elector.Observe. op is "acquire", "renew" or "release". A nil err
 // or a *lease.HeldError means the store answered; any other error is a
 // failure to reach it or to get a definite answer, except that
 // lease.ErrLost (counted as result "lost") is also an answer.
@@ -246,8 +247,8 @@ func (o *Observer) Elected(token int64) {
 }
 
 // Ended records the end of the current tenure; cause is context.Cause of
-// the tenure's context (lease.ErrLost, lease.ErrDeadline,
-// lease.ErrReleased, or anything else, counted as "other"). It does
+// the tenure's context (lease.ErrLost, elect.ErrDeadline,
+// elect.ErrReleased, or anything else, counted as "other"). It does
 // nothing when no tenure is current, so a second call is harmless.
 func (o *Observer) Ended(cause error) {
 	o.mu.Lock()
@@ -268,13 +269,13 @@ func causeLabel(cause error) string {
 	switch {
 	case errors.Is(cause, lease.ErrLost):
 		return causeLost
-	case errors.Is(cause, lease.ErrDeadline):
+	case errors.Is(cause, elect.ErrDeadline):
 		return causeDeadline
-	case errors.Is(cause, lease.ErrReleased):
+	case errors.Is(cause, elect.ErrReleased):
 		return causeReleased
-	case errors.Is(cause, lease.ErrSteppedDown):
+	case errors.Is(cause, elect.ErrSteppedDown):
 		return causeStepDown
-	case errors.Is(cause, lease.ErrHandedOff):
+	case errors.Is(cause, elect.ErrHandedOff):
 		return causeHandoff
 	default:
 		return causeOther

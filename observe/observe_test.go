@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -384,9 +385,9 @@ leaderrun_child_exits_total{code="143",name="jobs"} 1
 func TestTenureEndCauses(t *testing.T) {
 	o, _ := newTest(t)
 	causes := []error{
-		lease.ErrDeadline,
-		fmt.Errorf("tenure: %w", lease.ErrDeadline),
-		lease.ErrReleased,
+		elect.ErrDeadline,
+		fmt.Errorf("tenure: %w", elect.ErrDeadline),
+		elect.ErrReleased,
 		lease.ErrLost,
 		context.Canceled,
 		nil,
@@ -427,7 +428,7 @@ func TestConcurrentUse(t *testing.T) {
 				o.Elected(int64(i*100 + j))
 				get(t, h, "/leader")
 				get(t, h, "/metrics")
-				o.Ended(lease.ErrReleased)
+				o.Ended(elect.ErrReleased)
 				o.Healthy()
 			}
 		})
@@ -529,7 +530,7 @@ func TestServeListenerFails(t *testing.T) {
 
 func Example() {
 	obs := New("jobs", "host-a:1", 8*time.Second)
-	elector := &lease.Elector{Name: "jobs", Holder: "host-a:1", Observe: obs.StoreCall /* , Store, timings… */}
+	elector := &elect.Elector{Name: "jobs", Holder: "host-a:1", Observe: obs.StoreCall /* , Store, timings… */}
 	_ = elector
 
 	l, err := Listen("127.0.0.1:0")
@@ -709,8 +710,8 @@ leaderrun_partition_moves_total{direction="out",name="jobs"} 0
 leaderrun_seconds_since_last_renew{name="jobs"} 0.5
 leaderrun_leading{name="jobs"} 0
 `)
-	o.PartitionEnded(1, fmt.Errorf("partition 1: %w", lease.ErrHandedOff))
-	o.PartitionEnded(1, lease.ErrHandedOff) // not held: changes nothing
+	o.PartitionEnded(1, fmt.Errorf("partition 1: %w", elect.ErrHandedOff))
+	o.PartitionEnded(1, elect.ErrHandedOff) // not held: changes nothing
 	o.PartitionEnded(3, lease.ErrLost)
 	scrape(t, srv, `
 leaderrun_partitions_owned{name="jobs"} 0
@@ -754,7 +755,7 @@ func TestSinceLastRenewCountsWhileStoreDown(t *testing.T) {
 	clk.Advance(time.Second)
 	o.StoreCall("renew", time.Millisecond, errDown)
 	clk.Advance(7 * time.Second)
-	o.Ended(lease.ErrDeadline)
+	o.Ended(elect.ErrDeadline)
 	clk.Advance(2 * time.Second)
 	if got, want := o.sinceLastRenew(), 10.0; got != want {
 		t.Errorf("after the deadline, store down: sinceLastRenew = %v, want %v", got, want)
@@ -774,7 +775,7 @@ func TestSinceLastRenewCountsWhileStoreDown(t *testing.T) {
 	o.Elected(2)
 	clk.Advance(time.Second)
 	o.StoreCall("release", time.Millisecond, nil)
-	o.Ended(lease.ErrReleased)
+	o.Ended(elect.ErrReleased)
 	if got, want := o.sinceLastRenew(), 0.0; got != want {
 		t.Errorf("released: sinceLastRenew = %v, want %v", got, want)
 	}

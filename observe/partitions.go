@@ -77,7 +77,7 @@ func (o *Observer) PartitionStarted(p int, token int64) {
 }
 
 // PartitionEnded records the end of partition p's tenure; cause is as
-// Ended's (lease.ErrHandedOff counts as "handoff").
+// Ended's (elect.ErrHandedOff counts as "handoff").
 func (o *Observer) PartitionEnded(p int, cause error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/samehost"
 )
@@ -29,7 +30,7 @@ const successorQuiet = 20 * time.Millisecond
 // once the end signal or this process's death says that command's tree is
 // gone (a seize on PostgreSQL took 2 ms, the command's stop about 1 ms:
 // bench/findings.md). It returns when the tenure ends.
-func (s *single) announceStop(ten *lease.Tenure, sig *samehost.EndSignal) {
+func (s *single) announceStop(ten *elect.Tenure, sig *samehost.EndSignal) {
 	if sig == nil {
 		return
 	}
@@ -52,7 +53,7 @@ func (s *single) announceStop(ten *lease.Tenure, sig *samehost.EndSignal) {
 // may take the name at the end signal, as after a stop signal. A successor
 // named with --to may run on another host, and another follower here may
 // claim the end signal first: the release, through the store, reaches it.
-func openStepDown(ten *lease.Tenure) bool {
+func openStepDown(ten *elect.Tenure) bool {
 	rec, ok := ten.StepDownRequest()
 	return ok && rec.Successor == ""
 }
@@ -63,7 +64,7 @@ func openStepDown(ten *lease.Tenure) bool {
 // the name for another: a step-down with a successor, a partition's
 // hand-off; then after it), and releases. It reports whether the name was
 // released or taken over.
-func (s *single) handBack(ten *lease.Tenure, end tenureEnd, sig *samehost.EndSignal, log *slog.Logger) bool {
+func (s *single) handBack(ten *elect.Tenure, end tenureEnd, sig *samehost.EndSignal, log *slog.Logger) bool {
 	if end.reserved && !openStepDown(ten) {
 		return s.release(ten, log, end.why, false)
 	}
@@ -83,7 +84,7 @@ func (s *single) handBack(ten *lease.Tenure, end tenureEnd, sig *samehost.EndSig
 // which on MySQL is the named lock that waiters on the store block on
 // until it is freed or the old lease expires. One that exits leaves it
 // (its sessions end with it) and stays off the new command's start.
-func (s *single) letGo(ten *lease.Tenure, end tenureEnd) {
+func (s *single) letGo(ten *elect.Tenure, end tenureEnd) {
 	if end.stopped || s.cfg.Once || s.stopped() {
 		ten.Abandon()
 		return
@@ -105,7 +106,7 @@ const (
 
 // handedOver reports whether another holder took the name after ten within
 // handOverWait of its end signal.
-func (s *single) handedOver(ten *lease.Tenure) bool {
+func (s *single) handedOver(ten *elect.Tenure) bool {
 	return s.awaitNewer(ten, handOverLook, handOverWait, func(lease.Record) bool { return true })
 }
 
@@ -119,7 +120,7 @@ func (s *single) handedOver(ten *lease.Tenure) bool {
 // reads after successorQuiet. It returns at once when the store says
 // nobody else campaigns for the name, so that a lone --once run's SIGTERM
 // does not wait for nobody.
-func (s *single) awaitSuccessor(ten *lease.Tenure) {
+func (s *single) awaitSuccessor(ten *elect.Tenure) {
 	if !s.othersCampaign() {
 		s.log.Debug("no other replica campaigns for the name; not waiting for a successor")
 		return
@@ -144,7 +145,7 @@ func (s *single) othersCampaign() bool {
 // awaitNewer leaves the store alone for quiet, then reads until the record
 // shows a tenure newer than ten for which ok holds (true), or until limit
 // (from the call) has passed or the store fails (false).
-func (s *single) awaitNewer(ten *lease.Tenure, quiet, limit time.Duration, ok func(lease.Record) bool) bool {
+func (s *single) awaitNewer(ten *elect.Tenure, quiet, limit time.Duration, ok func(lease.Record) bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	time.Sleep(quiet)

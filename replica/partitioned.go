@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/observe"
 )
@@ -26,12 +27,12 @@ const (
 )
 
 // partitioned runs one command per partition this replica owns
-// (--partitions): a lease.Owner joins the group and hands it the
+// (--partitions): a elect.Owner joins the group and hands it the
 // partitions to run and to stop, each a tenure of its own, served as a
 // single name's is.
 type partitioned struct {
 	*Replica
-	owner *lease.Owner // set by run once the store is open
+	owner *elect.Owner // set by run once the store is open
 
 	// guarded by mu:
 	running  map[int]child // the running commands, by partition
@@ -68,7 +69,7 @@ func (pr *partitioned) run() error {
 		return err
 	}
 	pr.mu.Lock()
-	pr.owner = &lease.Owner{
+	pr.owner = &elect.Owner{
 		Store: store, Group: rc.Name, Partitions: rc.Partitions, Member: pr.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		ReconcileInterval: rc.ReconcileInterval,
@@ -97,12 +98,12 @@ func reconcileTimeout(rc Config) time.Duration {
 	if rc.ReconcileTimeout > 0 {
 		return rc.ReconcileTimeout
 	}
-	return max(lease.DefaultReconcileTimeout, 2*rc.KillGrace)
+	return max(elect.DefaultReconcileTimeout, 2*rc.KillGrace)
 }
 
 // started is the owner's Started hook: it serves partition p's tenure on a
 // goroutine of its own, so that hand-offs run in parallel.
-func (pr *partitioned) started(p int, t *lease.Tenure) {
+func (pr *partitioned) started(p int, t *elect.Tenure) {
 	pr.served.Add(1)
 	go func() {
 		defer pr.served.Done()
@@ -114,7 +115,7 @@ func (pr *partitioned) started(p int, t *lease.Tenure) {
 // the tenure ends (lost, past its deadline, handed off, stepped down), and
 // then gives the partition back: released, with a restart delay when the
 // command ended on its own, or stepped aside from when it keeps failing.
-func (pr *partitioned) servePartition(p int, t *lease.Tenure) {
+func (pr *partitioned) servePartition(p int, t *elect.Tenure) {
 	log := pr.log.With("partition", p, "token", t.Token())
 	pr.report.partitionStarted(p, t.Token())
 	log.Info("starting command", "command", strings.Join(pr.cfg.Command, " "))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/samehost"
 )
@@ -18,7 +19,7 @@ import (
 
 // prover is the Prover that an Elector (one name) or an Owner (a group's
 // partitions) uses to watch holders on this host.
-func (r *Replica) prover() lease.Prover { return &samehost.Prover{Logger: r.log} }
+func (r *Replica) prover() elect.Prover { return &samehost.Prover{Logger: r.log} }
 
 // annotateAfter is how long after its command's fork a tenure's holder
 // records where it runs. The record is a store write that wakes every follower,
@@ -37,7 +38,7 @@ const annotateAfter = 20 * time.Millisecond
 // the partition) over at once should this process die or end the tenure;
 // without it, a crash hands the name over at the lease's expiry. It retries a
 // failed store call every renew interval, and ends with the tenure.
-func (r *Replica) annotate(ten *lease.Tenure, c child, sig *samehost.EndSignal, log *slog.Logger) {
+func (r *Replica) annotate(ten *elect.Tenure, c child, sig *samehost.EndSignal, log *slog.Logger) {
 	started, ok := c.(interface{ StartTime() uint64 })
 	if !ok {
 		return // a fake in the loop's tests

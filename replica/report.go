@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/observe"
 	"github.com/leaderrun/leaderrun/sdnotify"
@@ -71,7 +72,7 @@ func (r *reporter) elected(token int64) {
 	r.status(fmt.Sprintf("leading %s with token %d", r.name, token))
 }
 
-func (r *reporter) ended(ten *lease.Tenure, status supervise.Status, exited bool) {
+func (r *reporter) ended(ten *elect.Tenure, status supervise.Status, exited bool) {
 	if exited {
 		r.obs.ChildExited(status.ExitCode())
 	}
@@ -108,13 +109,13 @@ func (r *reporter) partitionStarted(p int, token int64) {
 	r.status(r.owns())
 }
 
-func (r *reporter) partitionEnded(p int, ten *lease.Tenure, status supervise.Status, exited bool) {
+func (r *reporter) partitionEnded(p int, ten *elect.Tenure, status supervise.Status, exited bool) {
 	if exited {
 		r.obs.ChildExited(status.ExitCode())
 	}
 	cause := context.Cause(ten.Context())
 	if cause == nil { // the command ended on its own: the partition is given back next
-		cause = lease.ErrReleased
+		cause = elect.ErrReleased
 	}
 	r.obs.PartitionEnded(p, cause)
 	r.status(r.owns())

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -13,7 +14,7 @@ import (
 // the name's leader or as a follower that campaigns for it.
 type single struct {
 	*Replica
-	elector *lease.Elector // set by run once the store is open
+	elector *elect.Elector // set by run once the store is open
 	child   child          // the running command; guarded by mu
 }
 
@@ -50,7 +51,7 @@ func (s *single) run() error {
 // useStore makes the loop campaign in store.
 func (s *single) useStore(store lease.Store) {
 	rc := s.cfg
-	s.elector = &lease.Elector{
+	s.elector = &elect.Elector{
 		Store: store, Name: rc.Name, Holder: s.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		Logger: s.log, Observe: s.report.storeCall, Clock: s.clock,
@@ -131,7 +132,7 @@ func (s *single) loop() error {
 }
 
 // campaign waits for the name, for at most --acquire-timeout.
-func (s *single) campaign() (*lease.Tenure, error) {
+func (s *single) campaign() (*elect.Tenure, error) {
 	ctx, cancel := s.campaignContext()
 	defer cancel()
 	ten, err := s.elector.Campaign(ctx)
@@ -152,7 +153,7 @@ func (s *single) holding(end tenureEnd) bool {
 // stop signal comes), then stops renewing without releasing: nobody else
 // takes the name before until, nor before the lease expires after it. The
 // child and its descendants are dead by now.
-func (s *single) hold(ten *lease.Tenure, log *slog.Logger, until time.Time, why string) {
+func (s *single) hold(ten *elect.Tenure, log *slog.Logger, until time.Time, why string) {
 	if wait := time.Until(until); wait > 0 {
 		log.Info("command over; holding the lease for --hold-at-least", "why", why,
 			"hold", wait.Round(time.Millisecond))

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -113,7 +114,7 @@ const quickExit = time.Second
 // stopping tells serve to stop the command at once (nil: the tenure's end
 // says when, as a partition's hand-off on leaving); then, and when the
 // tenure ends after a stop signal, the command gets that signal.
-func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publish func(child), stopping <-chan struct{}) (end tenureEnd) {
+func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publish func(child), stopping <-chan struct{}) (end tenureEnd) {
 	// From fork to publication, a signal to relay waits (see starting).
 	r.starting.RLock()
 	child, err := r.start(supervise.Spec{
@@ -166,7 +167,7 @@ func (r *Replica) serve(ten *lease.Tenure, env []string, log *slog.Logger, publi
 		cause := context.Cause(ten.Context())
 		end.why = cause.Error()
 		level := slog.LevelWarn
-		if errors.Is(cause, lease.ErrSteppedDown) || errors.Is(cause, lease.ErrHandedOff) {
+		if errors.Is(cause, elect.ErrSteppedDown) || errors.Is(cause, elect.ErrHandedOff) {
 			level = slog.LevelInfo // planned: an operator or a hand-off asked for it
 			end.reserved = true
 		}
@@ -202,7 +203,7 @@ func logExit(log *slog.Logger, st supervise.Status) {
 // descendants are dead by now. Its log line is the
 // tenure's last and says why the tenure ended. A failed release never
 // changes the exit status.
-func (r *Replica) release(ten *lease.Tenure, log *slog.Logger, why string, watched bool) bool {
+func (r *Replica) release(ten *elect.Tenure, log *slog.Logger, why string, watched bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	switch err := ten.Release(ctx); {
@@ -222,7 +223,7 @@ func (r *Replica) release(ten *lease.Tenure, log *slog.Logger, why string, watch
 
 // childEnv is this process's environment without leaderrun's own options
 // (which may hold a store password), plus the tenure's identity and extra.
-func (r *Replica) childEnv(ten *lease.Tenure, extra ...string) []string {
+func (r *Replica) childEnv(ten *elect.Tenure, extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LEADERRUN_") {

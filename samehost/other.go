@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -20,7 +21,7 @@ type Prover struct {
 	Logger *slog.Logger
 }
 
-// Prove implements lease.Prover; outside Linux it always fails.
+// Prove implements elect.Prover; outside Linux it always fails.
 func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (bool, error) {
 	return false, fmt.Errorf("%w: only Linux has pidfds", ErrUnprovable)
 }

@@ -10,27 +10,28 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
-// Prover proves a holder on this host dead (lease.Prover): see the package
+// Prover proves a holder on this host dead (elect.Prover): see the package
 // documentation. The zero value is ready to use.
 type Prover struct {
 	// Logger receives the proof's log lines; nil discards them.
 	Logger *slog.Logger
 }
 
-var _ lease.Prover = (*Prover)(nil)
+var _ elect.Prover = (*Prover)(nil)
 
-// Prove implements lease.Prover. It returns an error wrapping ErrUnprovable
-// (and lease.ErrElsewhere for another host or PID namespace) when it cannot
+// Prove implements elect.Prover. It returns an error wrapping ErrUnprovable
+// (and elect.ErrElsewhere for another host or PID namespace) when it cannot
 // verify what rec.Where names, having signalled nothing; after the holder
 // died, when it cannot kill or see the whole of the command's group (the
 // follower then waits for the expiry; the kills already sent stand). It
 // returns ended true when the holder lives but sent its EndSignal and its
 // command's whole tree is gone, and this follower is the first on the host
 // to claim the signal (it keeps the claim until ctx ends, so past the
-// Seize); the others return lease.ErrOtherTakes. The claim may come
+// Seize); the others return elect.ErrOtherTakes. The claim may come
 // earlier, at the holder's word that it is stopping its command: Prove
 // then calls ending and waits on for the end or the holder's death. An
 // EndSignal that finds the tree still there proves nothing, and it waits
@@ -100,7 +101,7 @@ watch:
 				break watch
 			case word == wordStopping:
 				if claimed = end.claim(); !claimed {
-					return false, lease.ErrOtherTakes
+					return false, elect.ErrOtherTakes
 				}
 				log.Info("the leader on this host is stopping its command; taking the lease now, our command starts once that one is gone")
 				ending()
@@ -117,7 +118,7 @@ watch:
 			}
 			if !claimed {
 				if claimed = end.claim(); !claimed {
-					return false, lease.ErrOtherTakes
+					return false, elect.ErrOtherTakes
 				}
 			}
 			log.Info("the leader on this host ended its tenure; its command's whole tree is gone")
@@ -158,9 +159,9 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 	case err != nil:
 		return nil, nil, t, fmt.Errorf("%w: %w", ErrUnprovable, err)
 	case w.Boot != s.boot:
-		return nil, nil, t, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, lease.ErrElsewhere, w.Boot)
+		return nil, nil, t, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, elect.ErrElsewhere, w.Boot)
 	case w.PIDNS != s.PIDNS:
-		return nil, nil, t, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, lease.ErrElsewhere, w.PIDNS)
+		return nil, nil, t, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, elect.ErrElsewhere, w.PIDNS)
 	case w.Pid == s.Pid:
 		return nil, nil, t, fmt.Errorf("%w: the leader is this process", ErrUnprovable)
 	case w.Pgid != w.Child:
@@ -185,7 +186,7 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 		// process under it may be a reuse or a forged record: said at
 		// info, as everything the follower refuses.)
 		if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) {
-			return nil, nil, t, fmt.Errorf("%w: %w: %w", ErrUnprovable, lease.ErrCommandGone, err)
+			return nil, nil, t, fmt.Errorf("%w: %w: %w", ErrUnprovable, elect.ErrCommandGone, err)
 		}
 		return nil, nil, t, fmt.Errorf("%w: the leader's command: %w", ErrUnprovable, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -181,7 +182,7 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		edit      func(w *Where)
 		elsewhere bool
 		why       string
-		gone      bool // the command named has exited: lease.ErrCommandGone
+		gone      bool // the command named has exited: elect.ErrCommandGone
 	}{
 		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true, "boot id", false},
 		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true, "PID namespace", false},
@@ -211,10 +212,10 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.why) {
 				t.Errorf("Prove = %v, want it to say %q", err, tc.why)
 			}
-			if got := errors.Is(err, lease.ErrElsewhere); got != tc.elsewhere {
+			if got := errors.Is(err, elect.ErrElsewhere); got != tc.elsewhere {
 				t.Errorf("Prove = %v: ErrElsewhere %v, want %v", err, got, tc.elsewhere)
 			}
-			if got := errors.Is(err, lease.ErrCommandGone); got != tc.gone {
+			if got := errors.Is(err, elect.ErrCommandGone); got != tc.gone {
 				t.Errorf("Prove = %v: ErrCommandGone %v, want %v", err, got, tc.gone)
 			}
 		})
@@ -316,7 +317,7 @@ func TestProveTakesEndedTenure(t *testing.T) {
 
 // TestProveLetsOneFollowerTakeEndedTenure: of two followers that read the
 // same end signal, one proves the tenure ended and the other leaves the
-// name to it (lease.ErrOtherTakes).
+// name to it (elect.ErrOtherTakes).
 func TestProveLetsOneFollowerTakeEndedTenure(t *testing.T) {
 	ten := startTenure(t, shape{end: true})
 	a := prove(t, t.Context(), record(ten.where))
@@ -331,7 +332,7 @@ func TestProveLetsOneFollowerTakeEndedTenure(t *testing.T) {
 	if ra.err != nil {
 		ra, rb = rb, ra
 	}
-	if !ra.ended || ra.err != nil || rb.ended || !errors.Is(rb.err, lease.ErrOtherTakes) {
+	if !ra.ended || ra.err != nil || rb.ended || !errors.Is(rb.err, elect.ErrOtherTakes) {
 		t.Fatalf("Prove = %v, %v and %v, %v; want true, nil and false, ErrOtherTakes", ra.ended, ra.err, rb.ended, rb.err)
 	}
 }
@@ -339,7 +340,7 @@ func TestProveLetsOneFollowerTakeEndedTenure(t *testing.T) {
 // TestProveLetsOneFollowerTakeNameAtStoppingWord: at the holder's word
 // that it is stopping its command, one of two followers is told that it
 // may take the name (ending), and returns only once the holder's tree is
-// gone. The other leaves the name to it (lease.ErrOtherTakes), at the word
+// gone. The other leaves the name to it (elect.ErrOtherTakes), at the word
 // or, should the taker have read its copy, at the end; after the holder's
 // death it proves that death too, as in a crash.
 func TestProveLetsOneFollowerTakeNameAtStoppingWord(t *testing.T) {
@@ -350,7 +351,7 @@ func TestProveLetsOneFollowerTakeNameAtStoppingWord(t *testing.T) {
 		other proof               // the other's, if it did not return at the word
 	}{
 		{"the holder ends its tenure", func(ten *tenure) error { return ten.holder.Process.Signal(syscall.SIGUSR1) },
-			proof{ended: true}, proof{err: lease.ErrOtherTakes}},
+			proof{ended: true}, proof{err: elect.ErrOtherTakes}},
 		{"the holder dies", func(ten *tenure) error { return ten.holder.Process.Kill() }, proof{}, proof{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,8 +380,8 @@ func TestProveLetsOneFollowerTakeNameAtStoppingWord(t *testing.T) {
 			otherWant, otherDone := tc.other, false
 			select {
 			case r := <-other:
-				otherWant, otherDone = proof{err: lease.ErrOtherTakes}, true
-				if r.ended || !errors.Is(r.err, lease.ErrOtherTakes) {
+				otherWant, otherDone = proof{err: elect.ErrOtherTakes}, true
+				if r.ended || !errors.Is(r.err, elect.ErrOtherTakes) {
 					t.Fatalf("the other follower's Prove = %v, %v at the word; want false, ErrOtherTakes", r.ended, r.err)
 				}
 			default:

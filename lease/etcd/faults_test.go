@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/internal/etcdtest"
 	"github.com/leaderrun/leaderrun/internal/tcpproxy"
 	"github.com/leaderrun/leaderrun/lease"
@@ -53,9 +54,9 @@ func (r *renewals) waitMore(t *testing.T, n int, limit time.Duration) {
 	}
 }
 
-func campaign(t *testing.T, s lease.Store, name, holder string, r *renewals) *lease.Tenure {
+func campaign(t *testing.T, s lease.Store, name, holder string, r *renewals) *elect.Tenure {
 	t.Helper()
-	e := &lease.Elector{Store: s, Name: name, Holder: holder,
+	e := &elect.Elector{Store: s, Name: name, Holder: holder,
 		LeaseDuration: testL, RenewDeadline: testG, RetryPeriod: testR}
 	if r != nil {
 		e.Observe = r.observe
@@ -280,7 +281,7 @@ func TestCutOffEndsTenureByDeadline(t *testing.T) {
 		t.Fatal("tenure still trusted long after every member was cut off")
 	}
 	ended := time.Now()
-	if cause := context.Cause(tenure.Context()); !errors.Is(cause, lease.ErrDeadline) {
+	if cause := context.Cause(tenure.Context()); !errors.Is(cause, elect.ErrDeadline) {
 		t.Errorf("tenure ended with %v, want ErrDeadline", cause)
 	}
 	// The last successful renewal was sent before the cut, so G after it

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
 
@@ -74,7 +75,7 @@ func testLostGrantIsReleased(t *testing.T, h Harness) {
 		lostToken int64
 		passed    bool
 	)
-	e := &lease.Elector{Store: s, Name: "n", Holder: holder,
+	e := &elect.Elector{Store: s, Name: "n", Holder: holder,
 		LeaseDuration: lostTTL, RenewDeadline: lostTTL * 2 / 3, RetryPeriod: lostRetry,
 		Observe: func(op string, _ time.Duration, err error) {
 			mu.Lock()

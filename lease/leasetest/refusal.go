@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // RefusedMidRun checks what a store must do when, once it has answered,
@@ -15,7 +15,7 @@ import (
 // wins nor gives up while the store refuses, and it wins the name, with a
 // larger token, once heal has run. fault makes the store refuse; what
 // names it in failures ("the database was read-only").
-func RefusedMidRun(t *testing.T, ctx context.Context, e *lease.Elector, what string, fault, heal func()) {
+func RefusedMidRun(t *testing.T, ctx context.Context, e *elect.Elector, what string, fault, heal func()) {
 	t.Helper()
 	first, err := e.Campaign(ctx)
 	if err != nil {
@@ -24,14 +24,14 @@ func RefusedMidRun(t *testing.T, ctx context.Context, e *lease.Elector, what str
 	fault()
 	select {
 	case <-first.Context().Done():
-		if cause := context.Cause(first.Context()); !errors.Is(cause, lease.ErrDeadline) {
+		if cause := context.Cause(first.Context()); !errors.Is(cause, elect.ErrDeadline) {
 			t.Errorf("tenure ended with %v, want the renew deadline", cause)
 		}
 	case <-time.After(time.Minute): // far above the deadline: a loaded machine is slow
 		t.Fatalf("the tenure outlived its renew deadline by a minute while %s", what)
 	}
 	first.Release(ctx)
-	won := make(chan *lease.Tenure, 1)
+	won := make(chan *elect.Tenure, 1)
 	fail := make(chan error, 1)
 	go func() {
 		ten, err := e.Campaign(ctx)

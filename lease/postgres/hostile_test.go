@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -32,14 +33,14 @@ func TestNotifyFloodDoesNotMakeFollowerWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acquires atomic.Int32
-	e := &lease.Elector{Store: follower, Name: "relay", Holder: "follower",
+	e := &elect.Elector{Store: follower, Name: "relay", Holder: "follower",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second,
 		Observe: func(op string, _ time.Duration, _ error) {
 			if op == "acquire" {
 				acquires.Add(1)
 			}
 		}}
-	won := make(chan *lease.Tenure, 1)
+	won := make(chan *elect.Tenure, 1)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -180,7 +181,7 @@ func TestReadOnlyMidRunIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openStore(t, editDSN(t, dsn, role, func(u *url.URL) { u.User = url.User(role) }))
-	e := &lease.Elector{Store: s, Name: "relay", Holder: "a",
+	e := &elect.Elector{Store: s, Name: "relay", Holder: "a",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond}
 	kick := func(setting string) {
 		exec(t, admin, "ALTER ROLE "+roleID+" "+setting)

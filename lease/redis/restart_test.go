@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/internal/redistest"
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -24,7 +25,7 @@ func TestRestartEmptyMidTenure(t *testing.T) {
 		mu     sync.Mutex
 		renews []error
 	)
-	leader := &lease.Elector{
+	leader := &elect.Elector{
 		Store: a, Name: "n", Holder: "a",
 		LeaseDuration: 20 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond,
 		Observe: func(op string, _ time.Duration, err error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -127,7 +128,7 @@ func TestCorruptPageAtStartupIsRefused(t *testing.T) {
 		}
 		// A campaign that never had an answer ends (exit 125) instead of
 		// retrying "store unavailable" for ever.
-		e := &lease.Elector{Store: s, Name: "n", Holder: "b",
+		e := &elect.Elector{Store: s, Name: "n", Holder: "b",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond}
 		cctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
 		defer cancel()
@@ -148,7 +149,7 @@ func TestCorruptPageAtStartupIsRefused(t *testing.T) {
 func TestCorruptPageMidRunIsRetried(t *testing.T) {
 	c := newCorruptible(t)
 	s := openTest(t, c.path)
-	e := &lease.Elector{Store: s, Name: "relay", Holder: "a",
+	e := &elect.Elector{Store: s, Name: "relay", Holder: "a",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond}
 	var off int64
 	var good []byte

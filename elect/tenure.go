@@ -1,6 +1,8 @@
-package lease
+package elect
 
 import (
+	"github.com/leaderrun/leaderrun/lease"
+
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +24,7 @@ const watchTick = 100 * time.Millisecond
 // Context ends the moment trust ends.
 type Tenure struct {
 	// Record is the store's record as granted by Acquire.
-	Record Record
+	Record lease.Record
 
 	e      *Elector
 	ctx    context.Context
@@ -36,7 +38,7 @@ type Tenure struct {
 	external bool
 	// asked carries the record that showed a step-down request, from
 	// noticeStepDown to run.
-	asked chan Record
+	asked chan lease.Record
 	// over, when set, is called once the tenure is given up (Release,
 	// Abandon, StepAside): its Owner stops claiming it.
 	over     func()
@@ -48,16 +50,16 @@ type Tenure struct {
 	yielding atomic.Bool
 	// stepDown is the record that showed the step-down request that ended
 	// the tenure; run sets it before it ends ctx with ErrSteppedDown.
-	stepDown Record
+	stepDown lease.Record
 }
 
 // StepDownRequest returns the record that showed the step-down request
 // that ended the tenure (its Successor, its reservation), once Context has
 // ended with ErrSteppedDown. It reports false before, for any other end,
 // and for a partition's tenure, which its Owner ends.
-func (t *Tenure) StepDownRequest() (Record, bool) {
+func (t *Tenure) StepDownRequest() (lease.Record, bool) {
 	if !errors.Is(context.Cause(t.ctx), ErrSteppedDown) || t.stepDown.Token == 0 {
-		return Record{}, false
+		return lease.Record{}, false
 	}
 	return t.stepDown, true
 }
@@ -77,12 +79,12 @@ func (t *Tenure) Seized() bool { return t.seized }
 // newTenure starts the tenure of rec, granted by a call sent at sent. An
 // external tenure does not renew itself: report tells it the outcome of
 // each renewal.
-func (e *Elector) newTenure(rec Record, sent time.Duration, external bool) *Tenure {
+func (e *Elector) newTenure(rec lease.Record, sent time.Duration, external bool) *Tenure {
 	e.granted, e.unsure = rec.Token, false
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &Tenure{Record: rec, e: e, ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		results: make(chan renewal, 1), external: external, asked: make(chan Record)}
+		results: make(chan renewal, 1), external: external, asked: make(chan lease.Record)}
 	go t.run(sent)
 	if !external {
 		go t.noticeStepDown()
@@ -105,7 +107,7 @@ func (t *Tenure) noticeStepDown() {
 	seen := t.Record
 	for {
 		err := e.Store.Wait(t.ctx, e.Name, seen, stepDownWait)
-		if t.ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if t.ctx.Err() != nil || errors.Is(err, lease.ErrClosed) {
 			return
 		}
 		rctx, cancel := context.WithTimeout(t.ctx, e.RetryPeriod)
@@ -116,7 +118,7 @@ func (t *Tenure) noticeStepDown() {
 			return
 		case err != nil:
 			// The store is in trouble; renewals decide what that means.
-			if sleepCtx(t.ctx, e.RetryPeriod) != nil {
+			if lease.Sleep(t.ctx, e.RetryPeriod) != nil {
 				return
 			}
 			continue
@@ -135,7 +137,7 @@ func (t *Tenure) noticeStepDown() {
 
 // report tells an external tenure the outcome of a renewal sent at sent:
 // rec on success, or err (ErrLost when the store says the tenure is over).
-func (t *Tenure) report(sent time.Duration, rec Record, err error) {
+func (t *Tenure) report(sent time.Duration, rec lease.Record, err error) {
 	select {
 	case t.results <- renewal{sent: sent, rec: rec, err: err}:
 	case <-t.done:
@@ -173,7 +175,7 @@ func (t *Tenure) Release(ctx context.Context) error {
 	err := t.e.Store.Release(ctx, t.e.Name, t.e.Holder, t.Record.Token)
 	t.e.observe("release", t.e.clock()()-start, err)
 	t.given()
-	if err != nil && passesThrough(err) {
+	if err != nil && lease.PassesThrough(err) {
 		// The store's own errors name the operation and the lease; the
 		// sentinels it passes through do not.
 		return fmt.Errorf("release lease %q: %w", t.e.Name, err)
@@ -216,7 +218,7 @@ func (t *Tenure) Abandon() {
 
 type renewal struct {
 	sent time.Duration
-	rec  Record
+	rec  lease.Record
 	err  error
 }
 
@@ -277,14 +279,14 @@ func (t *Tenure) run(sent time.Duration) {
 				deadline = max(deadline, r.sent+e.RenewDeadline)
 				log.Debug("renewed", "took", roundLogged(clock()-r.sent),
 					"expires_in", r.rec.Remaining.Round(time.Millisecond))
-			case errors.Is(r.err, ErrLost) && t.yielding.Load():
+			case errors.Is(r.err, lease.ErrLost) && t.yielding.Load():
 				log.Info("a follower took the name while the command stops", "err", r.err)
 				t.cancel(ErrAbandoned)
 				timer.Stop()
 				return
-			case errors.Is(r.err, ErrLost):
+			case errors.Is(r.err, lease.ErrLost):
 				log.Warn("lease lost", "err", r.err)
-				t.cancel(ErrLost)
+				t.cancel(lease.ErrLost)
 				timer.Stop()
 				return
 			default:

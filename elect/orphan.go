@@ -1,6 +1,8 @@
-package lease
+package elect
 
 import (
+	"github.com/leaderrun/leaderrun/lease"
+
 	"context"
 	"errors"
 	"fmt"
@@ -28,14 +30,14 @@ import (
 // last Acquire was carried out, is that Acquire's grant: it names holder,
 // is held, and its token is not known, the token of the last tenure
 // holder started.
-func lostGrant(rec Record, holder string, unsure bool, known int64) bool {
+func lostGrant(rec lease.Record, holder string, unsure bool, known int64) bool {
 	return unsure && rec.Holder == holder && rec.Held() && rec.Token != known
 }
 
 // releaseLostGrant releases the lost grant rec in store, with a timeout of
 // retry, and returns nil when the name is free of it: released now, or
 // lost meanwhile (expired, or taken over). Any other error is the store's.
-func releaseLostGrant(ctx context.Context, store Store, rec Record, retry time.Duration, clock Clock,
+func releaseLostGrant(ctx context.Context, store lease.Store, rec lease.Record, retry time.Duration, clock lease.Clock,
 	observe func(string, time.Duration, error), log *slog.Logger) error {
 	log.Warn("the store granted us the lease although the acquire's reply was lost; releasing that tenure, which nothing runs under, to campaign again",
 		"lost_token", rec.Token, "expires_in", rec.Remaining.Round(time.Millisecond))
@@ -48,7 +50,7 @@ func releaseLostGrant(ctx context.Context, store Store, rec Record, retry time.D
 	case err == nil:
 		log.Info("released the lost grant", "lost_token", rec.Token)
 		return nil
-	case errors.Is(err, ErrLost):
+	case errors.Is(err, lease.ErrLost):
 		log.Info("the lost grant ended before its release", "lost_token", rec.Token)
 		return nil
 	}
@@ -59,6 +61,6 @@ func releaseLostGrant(ctx context.Context, store Store, rec Record, retry time.D
 // open whether the store granted the name: any error but a refusal, a
 // *HeldError or a closed store.
 func unknownOutcome(err error) bool {
-	var held *HeldError
-	return err != nil && !errors.As(err, &held) && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrClosed)
+	var held *lease.HeldError
+	return err != nil && !errors.As(err, &held) && !errors.Is(err, lease.ErrRefused) && !errors.Is(err, lease.ErrClosed)
 }

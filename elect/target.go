@@ -1,4 +1,4 @@
-package lease
+package elect
 
 import (
 	"cmp"

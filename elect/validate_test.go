@@ -1,4 +1,4 @@
-package lease_test
+package elect_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -16,28 +17,28 @@ import (
 // RetryPeriod, Campaign would otherwise retry without ever sleeping: a hot
 // loop against the store.
 func TestElectorValidation(t *testing.T) {
-	valid := func(m lease.Store) lease.Elector {
-		return lease.Elector{Store: m, Name: "relay", Holder: "a",
+	valid := func(m lease.Store) elect.Elector {
+		return elect.Elector{Store: m, Name: "relay", Holder: "a",
 			LeaseDuration: ttl, RenewDeadline: deadline, RetryPeriod: interval}
 	}
 	for _, tc := range []struct {
 		name   string
-		change func(*lease.Elector)
+		change func(*elect.Elector)
 		want   string // in the error; "" for a valid Elector
 	}{
-		{"valid", func(*lease.Elector) {}, ""},
-		{"no store", func(e *lease.Elector) { e.Store = nil }, "Store"},
-		{"no name", func(e *lease.Elector) { e.Name = "" }, "Name"},
-		{"no holder", func(e *lease.Elector) { e.Holder = "" }, "identity"},
-		{"zero retry period", func(e *lease.Elector) { e.RetryPeriod = 0 }, "RetryPeriod"},
-		{"negative retry period", func(e *lease.Elector) { e.RetryPeriod = -time.Second }, "RetryPeriod"},
-		{"zero renew deadline", func(e *lease.Elector) { e.RenewDeadline = 0 }, "RenewDeadline"},
-		{"negative renew deadline", func(e *lease.Elector) { e.RenewDeadline = -time.Second }, "RenewDeadline"},
-		{"renew deadline equal to retry period", func(e *lease.Elector) { e.RenewDeadline = e.RetryPeriod }, "RenewDeadline"},
-		{"zero lease duration", func(e *lease.Elector) { e.LeaseDuration = 0 }, "LeaseDuration"},
-		{"negative lease duration", func(e *lease.Elector) { e.LeaseDuration = -time.Second }, "LeaseDuration"},
-		{"lease duration equal to renew deadline", func(e *lease.Elector) { e.LeaseDuration = e.RenewDeadline }, "LeaseDuration"},
-		{"all zero", func(e *lease.Elector) { e.LeaseDuration, e.RenewDeadline, e.RetryPeriod = 0, 0, 0 }, "RetryPeriod"},
+		{"valid", func(*elect.Elector) {}, ""},
+		{"no store", func(e *elect.Elector) { e.Store = nil }, "Store"},
+		{"no name", func(e *elect.Elector) { e.Name = "" }, "Name"},
+		{"no holder", func(e *elect.Elector) { e.Holder = "" }, "identity"},
+		{"zero retry period", func(e *elect.Elector) { e.RetryPeriod = 0 }, "RetryPeriod"},
+		{"negative retry period", func(e *elect.Elector) { e.RetryPeriod = -time.Second }, "RetryPeriod"},
+		{"zero renew deadline", func(e *elect.Elector) { e.RenewDeadline = 0 }, "RenewDeadline"},
+		{"negative renew deadline", func(e *elect.Elector) { e.RenewDeadline = -time.Second }, "RenewDeadline"},
+		{"renew deadline equal to retry period", func(e *elect.Elector) { e.RenewDeadline = e.RetryPeriod }, "RenewDeadline"},
+		{"zero lease duration", func(e *elect.Elector) { e.LeaseDuration = 0 }, "LeaseDuration"},
+		{"negative lease duration", func(e *elect.Elector) { e.LeaseDuration = -time.Second }, "LeaseDuration"},
+		{"lease duration equal to renew deadline", func(e *elect.Elector) { e.LeaseDuration = e.RenewDeadline }, "LeaseDuration"},
+		{"all zero", func(e *elect.Elector) { e.LeaseDuration, e.RenewDeadline, e.RetryPeriod = 0, 0, 0 }, "RetryPeriod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The name is held by another, so that a Campaign that went

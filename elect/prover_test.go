@@ -1,4 +1,4 @@
-package lease_test
+package elect_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -66,7 +67,7 @@ func crashedLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) lease.Re
 
 // annotatedLeader is a holder "a" that annotated its record: it renews
 // until its test ends it.
-func annotatedLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) *lease.Tenure {
+func annotatedLeader(t *testing.T, m *leasetest.Memory, clock *fakeClock) *elect.Tenure {
 	t.Helper()
 	ten := campaign(t, elector(m, "a", clock))
 	if err := ten.Annotate(context.Background(), "here"); err != nil {
@@ -83,7 +84,7 @@ func TestCampaignTakesOverWhenProverProvesHolderDead(t *testing.T) {
 		p := &fakeProver{dead: make(chan struct{})}
 		e := elector(m, "b", clock)
 		e.Prover = p
-		got := make(chan *lease.Tenure, 1)
+		got := make(chan *elect.Tenure, 1)
 		go func() { got <- campaign(t, e) }()
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -163,7 +164,7 @@ func TestOneProvePerTenureAcrossWakeUps(t *testing.T) {
 		p := &fakeProver{dead: make(chan struct{})}
 		e := elector(restlessStore{m}, "b", clock)
 		e.Prover = p
-		got := make(chan *lease.Tenure, 1)
+		got := make(chan *elect.Tenure, 1)
 		go func() { got <- campaign(t, e) }()
 		time.Sleep(2 * time.Second) // some twenty rounds
 		close(p.dead)
@@ -184,7 +185,7 @@ func TestWatchEndsWhenTenureChanges(t *testing.T) {
 		p := &fakeProver{dead: make(chan struct{})}
 		e := elector(m, "b", clock)
 		e.Prover = p
-		got := make(chan *lease.Tenure, 1)
+		got := make(chan *elect.Tenure, 1)
 		go func() { got <- campaign(t, e) }()
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -245,9 +246,9 @@ func TestRefusedSeizeFallsBackToExpiry(t *testing.T) {
 type wordScene struct {
 	m     *leasetest.Memory
 	clock *fakeClock
-	a     *lease.Tenure
+	a     *elect.Tenure
 	p     *fakeProver
-	b     *lease.Elector
+	b     *elect.Elector
 }
 
 func newWordScene(t *testing.T, deadErr error) *wordScene {
@@ -267,7 +268,7 @@ func TestCampaignSeizesAtEndingWordAndWaitsForProof(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sc := newWordScene(t, nil)
 		m, clock, a, p, e := sc.m, sc.clock, sc.a, sc.p, sc.b
-		got := make(chan *lease.Tenure, 1)
+		got := make(chan *elect.Tenure, 1)
 		go func() { got <- campaign(t, e) }()
 		time.Sleep(time.Second)
 		close(p.stopping)
@@ -318,7 +319,7 @@ func TestCampaignAfterEndingWordWithoutProofWaitsLeaseDuration(t *testing.T) {
 				if tc.at < 0 {
 					close(p.dead)
 				}
-				got := make(chan *lease.Tenure, 1)
+				got := make(chan *elect.Tenure, 1)
 				go func() { got <- campaign(t, e) }()
 				time.Sleep(time.Second)
 				close(p.stopping)
@@ -386,7 +387,7 @@ func TestYieldedTenureTakenIsNoLoss(t *testing.T) {
 		yield bool
 		want  error
 	}{
-		{"yielded", true, lease.ErrAbandoned},
+		{"yielded", true, elect.ErrAbandoned},
 		{"not yielded", false, lease.ErrLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -424,8 +425,8 @@ func TestCommandGoneIsNotWorthAnInfoLine(t *testing.T) {
 		err  error
 		info bool
 	}{
-		{fmt.Errorf("cannot prove: %w: pidfd_open(123): no such process", lease.ErrCommandGone), false},
-		{fmt.Errorf("cannot prove: %w", lease.ErrElsewhere), false},
+		{fmt.Errorf("cannot prove: %w: pidfd_open(123): no such process", elect.ErrCommandGone), false},
+		{fmt.Errorf("cannot prove: %w", elect.ErrElsewhere), false},
 		{errors.New("cannot prove: no permission to signal the leader's command"), true},
 	} {
 		synctest.Test(t, func(t *testing.T) {
@@ -450,7 +451,7 @@ func TestTakeoverAtStoppingWordSaidOnce(t *testing.T) {
 		sc := newWordScene(t, nil)
 		var logged bytes.Buffer
 		sc.b.Logger = slog.New(slog.NewTextHandler(&logged, nil))
-		got := make(chan *lease.Tenure, 1)
+		got := make(chan *elect.Tenure, 1)
 		go func() { got <- campaign(t, sc.b) }()
 		time.Sleep(time.Second)
 		close(sc.p.stopping)

@@ -1,4 +1,4 @@
-package lease_test
+package elect_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -96,10 +97,10 @@ func TestOwnerReleasesALostPartitionGrant(t *testing.T) {
 		s.armed.Store(true)
 		ctx, cancel := context.WithCancel(context.Background())
 		start := time.Now()
-		o := &lease.Owner{Store: s, Group: "ingest", Partitions: n, Member: "a",
+		o := &elect.Owner{Store: s, Group: "ingest", Partitions: n, Member: "a",
 			LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR, ReconcileInterval: reconcileI,
 			Clock: func() time.Duration { return time.Since(start) },
-			Started: func(p int, ten *lease.Tenure) {
+			Started: func(p int, ten *elect.Tenure) {
 				go func() {
 					<-ten.Context().Done()
 					ten.Release(context.Background())

@@ -1,4 +1,4 @@
-package lease_test
+package elect_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/leaderrun/leaderrun/lease"
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 func members(m int) []string {
@@ -25,7 +25,7 @@ func TestTargetProperties(t *testing.T) {
 	for m := 1; m <= 16; m++ {
 		for _, n := range []int{1, 2, 3, 7, 16, 64, 100, 256, 1000, 1024} {
 			ids := members(m)
-			got := lease.Target("ingest", n, ids)
+			got := elect.Target("ingest", n, ids)
 			limit := (n + m - 1) / m
 			load := map[string]int{}
 			for p, owner := range got {
@@ -41,12 +41,12 @@ func TestTargetProperties(t *testing.T) {
 			}
 			shuffled := slices.Clone(ids)
 			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-			if again := lease.Target("ingest", n, shuffled); !slices.Equal(again, got) {
+			if again := elect.Target("ingest", n, shuffled); !slices.Equal(again, got) {
 				t.Errorf("M=%d N=%d: the assignment depends on the members' order", m, n)
 			}
 		}
 	}
-	if got := lease.Target("ingest", 4, nil); !slices.Equal(got, []string{"", "", "", ""}) {
+	if got := elect.Target("ingest", 4, nil); !slices.Equal(got, []string{"", "", "", ""}) {
 		t.Errorf("Target with no members = %q, want no owners", got)
 	}
 }
@@ -61,13 +61,13 @@ func TestTargetProperties(t *testing.T) {
 func TestTargetMovement(t *testing.T) {
 	for _, tc := range []struct{ n, m int }{{16, 3}, {256, 4}, {1024, 4}, {1024, 16}} {
 		before, after := members(tc.m), members(tc.m+1)
-		joinBounded := moved(lease.Target("g", tc.n, before), lease.Target("g", tc.n, after))
+		joinBounded := moved(elect.Target("g", tc.n, before), elect.Target("g", tc.n, after))
 		joinPlain := moved(plain("g", tc.n, before), plain("g", tc.n, after))
-		leaveBounded := moved(lease.Target("g", tc.n, after), lease.Target("g", tc.n, before))
+		leaveBounded := moved(elect.Target("g", tc.n, after), elect.Target("g", tc.n, before))
 		leavePlain := moved(plain("g", tc.n, after), plain("g", tc.n, before))
 		idealJoin := float64(tc.n) / float64(tc.m+1)
 		idealLeave := float64(tc.n) / float64(tc.m+1)
-		bmax, bmin := balance(lease.Target("g", tc.n, before))
+		bmax, bmin := balance(elect.Target("g", tc.n, before))
 		pmax, pmin := balance(plain("g", tc.n, before))
 		t.Logf("N=%4d M=%2d: join moves %4d bounded, %4d plain (ideal %6.1f, ×%.2f); leave moves %4d bounded, %4d plain (ideal %6.1f); owned max/min %d/%d bounded, %d/%d plain",
 			tc.n, tc.m, joinBounded, joinPlain, idealJoin, float64(joinBounded)/idealJoin,
@@ -92,7 +92,7 @@ func moved(a, b []string) int {
 func plain(group string, n int, ids []string) []string {
 	out := make([]string, n)
 	for p := range n {
-		out[p] = lease.Fallback(group, p, ids, "")
+		out[p] = elect.Fallback(group, p, ids, "")
 	}
 	return out
 }
@@ -112,13 +112,13 @@ func balance(owners []string) (hi, lo int) {
 func TestFallbackSkipsTheOwner(t *testing.T) {
 	ids := members(3)
 	for p := range 32 {
-		owner := lease.Target("g", 32, ids)[p]
-		fb := lease.Fallback("g", p, ids, owner)
+		owner := elect.Target("g", 32, ids)[p]
+		fb := elect.Fallback("g", p, ids, owner)
 		if fb == owner || !slices.Contains(ids, fb) {
 			t.Errorf("partition %d: fallback %q for owner %q", p, fb, owner)
 		}
 	}
-	if got := lease.Fallback("g", 0, []string{"a"}, "a"); got != "" {
+	if got := elect.Fallback("g", 0, []string{"a"}, "a"); got != "" {
 		t.Errorf("fallback with only the owner = %q, want none", got)
 	}
 }

@@ -1,6 +1,8 @@
-package lease
+package elect
 
 import (
+	"github.com/leaderrun/leaderrun/lease"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -33,7 +35,7 @@ type Prover interface {
 	// write overlaps the old processes' stop, but must act on it only
 	// after Prove has returned nil, or once the lease of rec would have
 	// expired.
-	Prove(ctx context.Context, rec Record, ending func()) (ended bool, err error)
+	Prove(ctx context.Context, rec lease.Record, ending func()) (ended bool, err error)
 }
 
 // ErrElsewhere is wrapped by a Prove error that says the holder runs on
@@ -59,7 +61,7 @@ var ErrOtherTakes = errors.New("another follower on this host takes the name at 
 // long as they see the same tenure: a Prove holds what it verified while
 // the holder lived, and could not verify it again after the holder's death.
 type holderWatch struct {
-	rec    Record
+	rec    lease.Record
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Prove has returned
 	err    error         // Prove's result; read only after done is closed
@@ -77,12 +79,16 @@ type holderWatch struct {
 // tenure already, else a new one (nil when there is nothing to prove:
 // no Prover, a record that is not held, has no Where or is this holder's
 // own), stopping w.
-func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec Record, log *slog.Logger) *holderWatch {
+func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec lease.Record, log *slog.Logger) *holderWatch {
 	// A step-down request changes the record, not the tenure the watch
 	// proves gone: the watch stays, with a stopping word it may have
 	// claimed as the leader began to stop at that request.
-	if w != nil && SameTenure(w.rec, rec.withStepDown(w.rec.StepDown)) {
-		return w
+	if w != nil {
+		asked := rec
+		asked.StepDown = w.rec.StepDown
+		if lease.SameTenure(w.rec, asked) {
+			return w
+		}
 	}
 	w.stop()
 	if e.Prover == nil || rec.Where == "" || !rec.Held() || rec.Holder == e.Holder {
@@ -149,7 +155,7 @@ func (w *holderWatch) complete() bool {
 // waitHeld waits, as Store.Wait does, for rec's tenure to change or for
 // timeout; with a watch, also for the point where the Seize may be tried
 // (proved), and reports that.
-func (e *Elector) waitHeld(ctx context.Context, rec Record, timeout time.Duration, w *holderWatch) (proved bool, err error) {
+func (e *Elector) waitHeld(ctx context.Context, rec lease.Record, timeout time.Duration, w *holderWatch) (proved bool, err error) {
 	if w.proved() {
 		return true, nil
 	}

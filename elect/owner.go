@@ -1,6 +1,8 @@
-package lease
+package elect
 
 import (
+	"github.com/leaderrun/leaderrun/lease"
+
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +37,7 @@ const (
 // Fill in the exported fields and call Run. Durations must satisfy
 // 0 < RetryPeriod < RenewDeadline < LeaseDuration, as an Elector's.
 type Owner struct {
-	Store      Store
+	Store      lease.Store
 	Group      string
 	Partitions int
 	Member     string
@@ -66,7 +68,7 @@ type Owner struct {
 	// "join", "renew" (a whole round) and "leave", and "reconcile" (not a
 	// store call: the time one reconcile took, acquisitions included).
 	Logger  *slog.Logger
-	Clock   Clock
+	Clock   lease.Clock
 	Observe func(op string, took time.Duration, err error)
 
 	// Prover, when set, watches the partitions that other members hold on
@@ -90,7 +92,7 @@ type Owner struct {
 	// unsure holds the partitions whose last Acquire failed without an
 	// answer: the store may have granted them (see lostGrant).
 	unsure map[int]bool
-	view   Group         // the group as the store last told it
+	view   lease.Group   // the group as the store last told it
 	viewN  uint64        // how many answers the view has taken
 	out    bool          // left the group because a hand-off is stuck
 	kick   chan struct{} // asks the reconcile loop to run now
@@ -116,7 +118,7 @@ func (o *Owner) Validate() error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("owner: %w", err)
 	}
-	if err := CheckJoin(o.Group, o.Partitions, o.Member); err != nil {
+	if err := lease.CheckJoin(o.Group, o.Partitions, o.Member); err != nil {
 		return err
 	}
 	if o.Started == nil {
@@ -131,7 +133,7 @@ func (o *Owner) elector(p int) *Elector {
 	if o.Logger != nil {
 		logger = logger.With("partition", p)
 	}
-	return &Elector{Store: o.Store, Name: PartitionKey(o.Group, p), Holder: o.Member,
+	return &Elector{Store: o.Store, Name: lease.PartitionKey(o.Group, p), Holder: o.Member,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 		Logger: logger, Clock: o.Clock, Observe: o.Observe, Prover: o.Prover}
 }
@@ -150,13 +152,13 @@ func (o *Owner) Held() []int {
 }
 
 // View returns the group as the owner last read it.
-func (o *Owner) View() Group {
+func (o *Owner) View() lease.Group {
 	g, _ := o.seen()
 	return g
 }
 
 // seen returns the view and its number, for setView.
-func (o *Owner) seen() (Group, uint64) {
+func (o *Owner) seen() (lease.Group, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.view, o.viewN
@@ -234,7 +236,7 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // join makes the owner a member, retrying while the store is unreachable.
-func (o *Owner) join(ctx context.Context) (Group, error) {
+func (o *Owner) join(ctx context.Context) (lease.Group, error) {
 	backoff := o.RetryPeriod / 4
 	for {
 		start := o.clock()()
@@ -246,15 +248,15 @@ func (o *Owner) join(ctx context.Context) (Group, error) {
 		case err == nil:
 			return g, nil
 		case ctx.Err() != nil:
-			return Group{}, ctx.Err()
-		case errors.Is(err, ErrRefused): // the store's error names the group
-			return Group{}, err
+			return lease.Group{}, ctx.Err()
+		case errors.Is(err, lease.ErrRefused): // the store's error names the group
+			return lease.Group{}, err
 		}
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		o.logger().Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
 		backoff = min(2*backoff, 2*o.RetryPeriod)
-		if err := sleepCtx(ctx, sleep); err != nil {
-			return Group{}, err
+		if err := lease.Sleep(ctx, sleep); err != nil {
+			return lease.Group{}, err
 		}
 	}
 }
@@ -266,7 +268,7 @@ func (o *Owner) renewRounds(ctx context.Context) {
 	next := clock()
 	failing := false
 	for {
-		if err := sleepCtx(ctx, next-clock()); err != nil {
+		if err := lease.Sleep(ctx, next-clock()); err != nil {
 			return
 		}
 		sent := clock()
@@ -289,10 +291,10 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 	o.inRound <- struct{}{}
 	defer func() { <-o.inRound }()
 	o.mu.Lock()
-	claims := make([]Claim, 0, len(o.held))
+	claims := make([]lease.Claim, 0, len(o.held))
 	tenures := map[int]*Tenure{}
 	for p, h := range o.held {
-		claims = append(claims, Claim{Partition: p, Token: h.t.Token()})
+		claims = append(claims, lease.Claim{Partition: p, Token: h.t.Token()})
 		tenures[p] = h.t
 	}
 	out, n := o.out, o.viewN
@@ -303,15 +305,15 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 		// Out of the group: renew the partitions one by one, without
 		// the member record that a round would recreate.
 		for _, c := range claims {
-			rec, err := o.Store.Renew(rctx, PartitionKey(o.Group, c.Partition), o.Member, c.Token, o.LeaseDuration)
-			if err == nil || errors.Is(err, ErrLost) {
+			rec, err := o.Store.Renew(rctx, lease.PartitionKey(o.Group, c.Partition), o.Member, c.Token, o.LeaseDuration)
+			if err == nil || errors.Is(err, lease.ErrLost) {
 				tenures[c.Partition].report(sent, rec, err)
 			}
 		}
 		return nil
 	}
 	g, err := o.Store.RenewMember(rctx, o.Group, o.Member, claims, o.LeaseDuration)
-	if errors.Is(err, ErrNotFound) { // the group's record was deleted: join again
+	if errors.Is(err, lease.ErrNotFound) { // the group's record was deleted: join again
 		g, err = o.Store.Join(rctx, o.Group, o.Partitions, o.Member, o.LeaseDuration)
 	}
 	if err == nil && rctx.Err() != nil {
@@ -319,9 +321,9 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 	}
 	o.observe("renew", o.clock()()-sent, err)
 	if err != nil {
-		if errors.Is(err, ErrLost) { // the store says every tenure is over
+		if errors.Is(err, lease.ErrLost) { // the store says every tenure is over
 			for _, t := range tenures {
-				t.report(sent, Record{}, err)
+				t.report(sent, lease.Record{}, err)
 			}
 		}
 		return err
@@ -330,7 +332,7 @@ func (o *Owner) round(ctx context.Context, sent time.Duration) error {
 		if g.Holds(c.Partition, o.Member, c.Token) {
 			tenures[c.Partition].report(sent, g.Leases[c.Partition], nil)
 		} else {
-			tenures[c.Partition].report(sent, Record{}, fmt.Errorf("partition %d: %w", c.Partition, ErrLost))
+			tenures[c.Partition].report(sent, lease.Record{}, fmt.Errorf("partition %d: %w", c.Partition, lease.ErrLost))
 		}
 	}
 	if changed := o.setView(g, n); changed {
@@ -349,7 +351,7 @@ func (o *Owner) waitChanges(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			sleepCtx(ctx, o.RetryPeriod)
+			lease.Sleep(ctx, o.RetryPeriod)
 			continue
 		}
 		if g.Name == "" {
@@ -373,13 +375,13 @@ func (o *Owner) waitChanges(ctx context.Context) {
 // released partitions as held). So the view only moves forward, and what
 // a dropped answer knew that the view does not, the store still shows:
 // the next WaitGroup, from the view, returns it at once.
-func (o *Owner) setView(g Group, n uint64) bool {
+func (o *Owner) setView(g lease.Group, n uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if n != o.viewN {
 		return false
 	}
-	changed := !SameGroup(o.view, g)
+	changed := !lease.SameGroup(o.view, g)
 	o.view = g
 	o.viewN++
 	return changed
@@ -438,11 +440,11 @@ func (o *Owner) reconcile(ctx, watching context.Context) (next time.Time) {
 		}
 	}
 	var want []int
-	var lost []Record // grants whose replies were lost, to release first
+	var lost []lease.Record // grants whose replies were lost, to release first
 	for p := range o.Partitions {
 		if o.held[p] == nil && lostGrant(g.Leases[p], o.Member, o.unsure[p], 0) {
 			rec := g.Leases[p]
-			rec.Name = PartitionKey(o.Group, p)
+			rec.Name = lease.PartitionKey(o.Group, p)
 			lost = append(lost, rec)
 			continue // acquired, if wanted, by the next reconcile
 		}
@@ -453,7 +455,7 @@ func (o *Owner) reconcile(ctx, watching context.Context) (next time.Time) {
 			soon(until.Sub(now))
 			continue
 		}
-		if w := proved[p]; w != nil && g.Leases[p].Reserved == 0 && SameTenure(w.rec, g.Leases[p]) {
+		if w := proved[p]; w != nil && g.Leases[p].Reserved == 0 && lease.SameTenure(w.rec, g.Leases[p]) {
 			want = append(want, p) // seized below
 			continue
 		}
@@ -466,7 +468,7 @@ func (o *Owner) reconcile(ctx, watching context.Context) (next time.Time) {
 	o.mu.Unlock()
 
 	for _, rec := range lost {
-		_, p, _ := SplitPartitionKey(rec.Name)
+		_, p, _ := lease.SplitPartitionKey(rec.Name)
 		err := releaseLostGrant(ctx, o.Store, rec, o.RetryPeriod, o.clock(), o.observe, o.logger().With("partition", p))
 		if err != nil {
 			o.logger().Warn("cannot release a lost grant; will retry", "partition", p, "err", err)
@@ -506,7 +508,7 @@ func (o *Owner) reconcile(ctx, watching context.Context) (next time.Time) {
 // target, unless a step-down reservation keeps it out, or a reservation
 // makes it the successor or the fallback of p's target owner. h is the
 // owner's hold of p, if any.
-func (o *Owner) wants(p int, target, live []string, g Group, h *owned, now time.Time) bool {
+func (o *Owner) wants(p int, target, live []string, g lease.Group, h *owned, now time.Time) bool {
 	if h != nil && now.Before(h.keepUntil) {
 		return true
 	}
@@ -516,7 +518,7 @@ func (o *Owner) wants(p int, target, live []string, g Group, h *owned, now time.
 // heir is who should take partition p, whose record is rec, next: the
 // successor a step-down named, else the fallback of a target owner that
 // stepped down, else the target owner.
-func heir(group string, p int, target, live []string, rec Record) string {
+func heir(group string, p int, target, live []string, rec lease.Record) string {
 	switch {
 	case rec.Reserved > 0 && rec.Successor != "":
 		return rec.Successor
@@ -531,14 +533,14 @@ func heir(group string, p int, target, live []string, rec Record) string {
 // ends. With dead, the Prover's complete proof that seen's holder is dead
 // and its tree gone, it takes p with Store.Seize instead (seen must be
 // dead's tenure); a refused Seize spends the proof.
-func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record, dead *holderWatch) error {
+func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen lease.Record, dead *holderWatch) error {
 	e := o.elector(p)
 	sent := o.clock()()
 	actx, cancel := context.WithTimeout(ctx, o.RetryPeriod)
-	var rec Record
+	var rec lease.Record
 	var err error
 	op := "acquire"
-	if dead != nil && SameTenure(dead.rec, seen) {
+	if dead != nil && lease.SameTenure(dead.rec, seen) {
 		op = "seize"
 		rec, err = o.Store.Seize(actx, e.Name, o.Member, dead.rec, o.LeaseDuration)
 	} else {
@@ -557,7 +559,7 @@ func (o *Owner) acquire(ctx context.Context, p int, reserved bool, seen Record, 
 		delete(o.unsure, p)
 	}
 	o.mu.Unlock()
-	var held *HeldError
+	var held *lease.HeldError
 	switch {
 	case errors.As(err, &held) && dead != nil:
 		dead.spent = true
@@ -667,11 +669,11 @@ func (o *Owner) leave(log *slog.Logger) {
 	log.Info("left the group")
 }
 
-func (o *Owner) clock() Clock {
+func (o *Owner) clock() lease.Clock {
 	if o.Clock != nil {
 		return o.Clock
 	}
-	return BootClock
+	return lease.BootClock
 }
 
 func (o *Owner) logger() *slog.Logger {

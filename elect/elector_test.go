@@ -1,4 +1,4 @@
-package lease_test
+package elect_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -40,12 +41,12 @@ func (c *fakeClock) now() time.Duration {
 	return time.Since(c.start) + time.Duration(c.jump.Load())
 }
 
-func elector(s lease.Store, holder string, clock *fakeClock) *lease.Elector {
-	return &lease.Elector{Store: s, Name: "relay", Holder: holder,
+func elector(s lease.Store, holder string, clock *fakeClock) *elect.Elector {
+	return &elect.Elector{Store: s, Name: "relay", Holder: holder,
 		LeaseDuration: ttl, RenewDeadline: deadline, RetryPeriod: interval, Clock: clock.now}
 }
 
-func campaign(t *testing.T, e *lease.Elector) *lease.Tenure {
+func campaign(t *testing.T, e *elect.Elector) *elect.Tenure {
 	t.Helper()
 	ten, err := e.Campaign(context.Background())
 	if err != nil {
@@ -100,7 +101,7 @@ func TestTrustEndsAtRenewDeadline(t *testing.T) {
 		lastSent := 2 * interval
 		<-ten.Context().Done()
 		ended := clock.now()
-		if got, want := context.Cause(ten.Context()), lease.ErrDeadline; !errors.Is(got, want) {
+		if got, want := context.Cause(ten.Context()), elect.ErrDeadline; !errors.Is(got, want) {
 			t.Errorf("cause = %v, want %v", got, want)
 		}
 		if ended < lastSent+deadline {
@@ -220,7 +221,7 @@ func TestSuspendEndsTrustBeforeAnyStoreCall(t *testing.T) {
 		// do not notice.
 		clock.jump.Store(int64(time.Hour))
 		<-ten.Context().Done()
-		if got, want := context.Cause(ten.Context()), lease.ErrDeadline; !errors.Is(got, want) {
+		if got, want := context.Cause(ten.Context()), elect.ErrDeadline; !errors.Is(got, want) {
 			t.Errorf("cause = %v, want %v", got, want)
 		}
 		if got := clock.now() - time.Hour - interval/2; got > tick {
@@ -260,7 +261,7 @@ func TestReleaseWakesFollowerAtOnce(t *testing.T) {
 		m := &leasetest.Memory{}
 		clock := newFakeClock()
 		leader := campaign(t, elector(m, "a", clock))
-		got := make(chan *lease.Tenure)
+		got := make(chan *elect.Tenure)
 		go func() { got <- campaign(t, elector(m, "b", clock)) }()
 		time.Sleep(5 * time.Second)
 		synctest.Wait() // the follower sleeps in Wait
@@ -283,7 +284,7 @@ func TestCampaignRetriesStoreErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &leasetest.Memory{}
 		m.SetFailure(errors.New("connection refused"))
-		got := make(chan *lease.Tenure)
+		got := make(chan *elect.Tenure)
 		go func() { got <- campaign(t, elector(m, "a", newFakeClock())) }()
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -348,7 +349,7 @@ func TestStepDownEndsTenureAtOnce(t *testing.T) {
 		case <-time.After(ttl):
 			t.Fatal("tenure still on a TTL after the step-down request")
 		}
-		if got, want := context.Cause(ten.Context()), lease.ErrSteppedDown; !errors.Is(got, want) {
+		if got, want := context.Cause(ten.Context()), elect.ErrSteppedDown; !errors.Is(got, want) {
 			t.Errorf("cause = %v, want %v", got, want)
 		}
 		if got, want := clock.now(), interval/2; got != want {
@@ -384,7 +385,7 @@ func TestStepDownWithoutWakeUpEndsTenureAtNextRenew(t *testing.T) {
 			t.Fatalf("RequestStepDown: %v", err)
 		}
 		<-ten.Context().Done()
-		if got, want := context.Cause(ten.Context()), lease.ErrSteppedDown; !errors.Is(got, want) {
+		if got, want := context.Cause(ten.Context()), elect.ErrSteppedDown; !errors.Is(got, want) {
 			t.Errorf("cause = %v, want %v", got, want)
 		}
 		if got, want := clock.now(), interval; got != want {
@@ -431,7 +432,7 @@ func TestStepDownHandsOverToSuccessor(t *testing.T) {
 		m := &leasetest.Memory{}
 		clock := newFakeClock()
 		leader := campaign(t, elector(m, "a", clock))
-		got := make(chan *lease.Tenure, 2)
+		got := make(chan *elect.Tenure, 2)
 		for _, id := range []string{"b", "c"} {
 			go func() { got <- campaign(t, elector(m, id, clock)) }()
 		}
@@ -519,7 +520,7 @@ func TestSharedIdentityIsWarnedOf(t *testing.T) {
 // followerLog runs e's Campaign in the bubble while another holds the name,
 // logging at info: until every goroutine waits, then, with act, after act
 // and a second; it returns what e logged.
-func followerLog(e *lease.Elector, act func()) string {
+func followerLog(e *elect.Elector, act func()) string {
 	var logged bytes.Buffer
 	e.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,6 +1,8 @@
-package lease
+package elect
 
 import (
+	"github.com/leaderrun/leaderrun/lease"
+
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +37,7 @@ var (
 // must satisfy 0 < RetryPeriod < RenewDeadline < LeaseDuration (Validate;
 // package config checks the full timing rule).
 type Elector struct {
-	Store  Store
+	Store  lease.Store
 	Name   string
 	Holder string
 
@@ -51,7 +53,7 @@ type Elector struct {
 	// Logger receives the election's log lines; nil discards them.
 	Logger *slog.Logger
 	// Clock measures trust; nil means BootClock.
-	Clock Clock
+	Clock lease.Clock
 	// Prover, when set, watches a holder that annotated its record with
 	// where it runs (Store.Annotate) while Campaign waits for it: when it
 	// proves the holder dead, or its tenure ended, Campaign takes the name
@@ -95,7 +97,7 @@ func (e *Elector) Validate() error {
 	case e.LeaseDuration <= e.RenewDeadline:
 		return fmt.Errorf("elector: LeaseDuration %v must be longer than RenewDeadline %v", e.LeaseDuration, e.RenewDeadline)
 	}
-	return CheckIdentity(e.Holder)
+	return lease.CheckIdentity(e.Holder)
 }
 
 // maxJitter bounds the random delay a follower adds to a known expiry, so
@@ -124,8 +126,8 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	}
 	log := e.logger()
 	backoff := e.RetryPeriod / 4
-	var leader Record      // last tenure seen, to say each change once (sameStandby)
-	var watch *holderWatch // the Prover's watch of the tenure that holds the name
+	var leader lease.Record // last tenure seen, to say each change once (sameStandby)
+	var watch *holderWatch  // the Prover's watch of the tenure that holds the name
 	defer func() { watch.stop() }()
 	for {
 		sent := e.clock()()
@@ -141,7 +143,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 			return nil, ctx.Err()
 		}
 		e.unsure = e.unsure || unknownOutcome(err)
-		var held *HeldError
+		var held *lease.HeldError
 		switch {
 		case errors.As(err, &held) && lostGrant(held.Record, e.Holder, e.unsure, e.granted):
 			e.answered = true
@@ -152,7 +154,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				sleep := backoff/2 + rand.N(backoff/2+1)
 				log.Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
 				backoff = min(2*backoff, 2*e.RetryPeriod)
-				if err := sleepCtx(ctx, sleep); err != nil {
+				if err := lease.Sleep(ctx, sleep); err != nil {
 					return nil, err
 				}
 				continue
@@ -189,33 +191,33 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				// tenure changed: campaign as usual.
 				watch.spent = true
 				log.Info("the leader on this host is gone, but the store refused the takeover; waiting as usual", "err", err)
-			case errors.Is(err, ErrClosed):
+			case errors.Is(err, lease.ErrClosed):
 				return nil, err
 			default:
 				// The proof stands; the next round tries Seize again.
 				sleep := backoff/2 + rand.N(backoff/2+1)
 				log.Warn("store unavailable; retrying", "err", err, "retry_in", sleep.Round(time.Millisecond))
 				backoff = min(2*backoff, 2*e.RetryPeriod)
-				if err := sleepCtx(ctx, sleep); err != nil {
+				if err := lease.Sleep(ctx, sleep); err != nil {
 					return nil, err
 				}
 			}
-		case errors.Is(err, ErrClosed):
+		case errors.Is(err, lease.ErrClosed):
 			return nil, err
-		case errors.Is(err, ErrRefused) && !e.answered:
+		case errors.Is(err, lease.ErrRefused) && !e.answered:
 			return nil, fmt.Errorf("acquire lease %q: %w", e.Name, err)
 		default:
 			sleep := backoff/2 + rand.N(backoff/2+1)
 			msg := "store unavailable; retrying"
 			switch {
-			case errors.Is(err, ErrLocked):
+			case errors.Is(err, lease.ErrLocked):
 				msg = "the lease is locked in the store by an open transaction (a fenced transaction of the old leader's child?); waiting for it to end"
-			case errors.Is(err, ErrRefused):
+			case errors.Is(err, lease.ErrRefused):
 				msg = "store refuses the request; retrying, as it may pass (a read-only switchover, a privilege being restored)"
 			}
 			log.Warn(msg, "err", err, "retry_in", sleep.Round(time.Millisecond))
 			backoff = min(2*backoff, 2*e.RetryPeriod)
-			if err := sleepCtx(ctx, sleep); err != nil {
+			if err := lease.Sleep(ctx, sleep); err != nil {
 				return nil, err
 			}
 		}
@@ -245,11 +247,11 @@ func roundLogged(d time.Duration) time.Duration {
 // nothing new to say of b: the same holder's tenure, released or not. The
 // leader's record of where its command runs (Annotate, just after the
 // command starts) and a step-down request change the record, not the line.
-func sameStandby(a, b Record) bool {
+func sameStandby(a, b lease.Record) bool {
 	return a.Holder == b.Holder && a.Token == b.Token && a.Released == b.Released
 }
 
-func (e *Elector) logHeld(log *slog.Logger, r Record) {
+func (e *Elector) logHeld(log *slog.Logger, r lease.Record) {
 	if r.Released {
 		log.Info("lease reserved for another after a step-down; standing by", append(successorAttr(r.Successor),
 			"excluded", r.Excluded, "free_in", r.Remaining.Round(time.Millisecond))...)
@@ -266,11 +268,11 @@ func (e *Elector) logHeld(log *slog.Logger, r Record) {
 		"leader_token", r.Token, "expires_in", r.Remaining.Round(time.Millisecond))
 }
 
-func (e *Elector) clock() Clock {
+func (e *Elector) clock() lease.Clock {
 	if e.Clock != nil {
 		return e.Clock
 	}
-	return BootClock
+	return lease.BootClock
 }
 
 func (e *Elector) logger() *slog.Logger {
@@ -283,16 +285,5 @@ func (e *Elector) logger() *slog.Logger {
 func (e *Elector) observe(op string, took time.Duration, err error) {
 	if e.Observe != nil {
 		e.Observe(op, took, err)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -1,4 +1,4 @@
-package lease_test
+package elect_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -56,7 +57,7 @@ func (w *works) owners(n int) []string {
 
 // member is a running Owner.
 type member struct {
-	o      *lease.Owner
+	o      *elect.Owner
 	store  *failing
 	cancel context.CancelFunc
 	done   chan error
@@ -66,7 +67,7 @@ type member struct {
 	// where, when set, is annotated on every tenure, as leaderrun records
 	// where a partition's command runs; prover is the Owner's Prover.
 	where  string
-	prover lease.Prover
+	prover elect.Prover
 }
 
 // failing is a handle that, once broken, fails every call, as a store
@@ -136,10 +137,10 @@ func startMember(t *testing.T, m *leasetest.Memory, w *works, id string, opts ..
 	ctx, cancel := context.WithCancel(context.Background())
 	mb.cancel = cancel
 	start := time.Now()
-	mb.o = &lease.Owner{Store: mb.store, Group: "ingest", Partitions: ownerN, Member: id,
+	mb.o = &elect.Owner{Store: mb.store, Group: "ingest", Partitions: ownerN, Member: id,
 		LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR, ReconcileInterval: reconcileI,
 		Clock: func() time.Duration { return time.Since(start) }, Prover: mb.prover,
-		Started: func(p int, ten *lease.Tenure) {
+		Started: func(p int, ten *elect.Tenure) {
 			w.start(p, id)
 			if mb.where != "" {
 				go ten.Annotate(ten.Context(), mb.where)
@@ -172,7 +173,7 @@ func (mb *member) leave(t *testing.T) {
 
 func wantBounded(t *testing.T, owners []string, ids ...string) {
 	t.Helper()
-	want := lease.Target("ingest", ownerN, ids)
+	want := elect.Target("ingest", ownerN, ids)
 	if !slices.Equal(owners, want) {
 		t.Errorf("partitions run by %q, want the target %q", owners, want)
 	}
@@ -282,7 +283,7 @@ func TestSilentMemberLosesItsPartitions(t *testing.T) {
 			if owner := w.owners(ownerN)[p]; owner == "a" {
 				t.Errorf("partition %d still run by a %v after it lost the store (renew deadline %v)", p, time.Since(cut), ownerG)
 			}
-			if c, _ := a.causes.Load(p); !errors.Is(c.(error), lease.ErrDeadline) {
+			if c, _ := a.causes.Load(p); !errors.Is(c.(error), elect.ErrDeadline) {
 				t.Errorf("partition %d ended with %v, want the renew deadline", p, c)
 			}
 		}
@@ -338,7 +339,7 @@ func TestSlowHandOffKeepsTheLeaseUntilReleased(t *testing.T) {
 		time.Sleep(30 * time.Second)
 		// a's work on the partitions moving to b is still stopping: their
 		// leases must still be a's, renewed, and b must not run them.
-		target := lease.Target("ingest", ownerN, []string{"a", "b"})
+		target := elect.Target("ingest", ownerN, []string{"a", "b"})
 		g, err := m.GetGroup(context.Background(), "ingest")
 		if err != nil {
 			t.Fatal(err)
@@ -387,9 +388,9 @@ func TestWrongPartitionCountIsRefused(t *testing.T) {
 		m, w := &leasetest.Memory{}, &works{t: t, running: map[int]string{}}
 		a := startMember(t, m, w, "a")
 		time.Sleep(time.Second)
-		o := &lease.Owner{Store: m.Handle(), Group: "ingest", Partitions: 8, Member: "b",
+		o := &elect.Owner{Store: m.Handle(), Group: "ingest", Partitions: 8, Member: "b",
 			LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR,
-			Started: func(int, *lease.Tenure) { t.Error("a member of the wrong count started a partition") }}
+			Started: func(int, *elect.Tenure) { t.Error("a member of the wrong count started a partition") }}
 		err := o.Run(context.Background())
 		if !errors.Is(err, lease.ErrPartitions) || !errors.Is(err, lease.ErrRefused) {
 			t.Errorf("Run with another partition count = %v, want ErrPartitions and ErrRefused", err)
@@ -408,11 +409,11 @@ func TestHeldOffPartitionIsTakenWhenTheHoldOffEnds(t *testing.T) {
 		var (
 			mu     sync.Mutex
 			starts []time.Time // of partition 0's tenures
-			o      *lease.Owner
+			o      *elect.Owner
 		)
-		o = &lease.Owner{Store: m.Handle(), Group: "ingest", Partitions: 2, Member: "a",
+		o = &elect.Owner{Store: m.Handle(), Group: "ingest", Partitions: 2, Member: "a",
 			LeaseDuration: ownerTTL, RenewDeadline: ownerG, RetryPeriod: ownerR, ReconcileInterval: reconcileI,
-			Started: func(p int, ten *lease.Tenure) {
+			Started: func(p int, ten *elect.Tenure) {
 				mu.Lock()
 				defer mu.Unlock()
 				if p == 0 {

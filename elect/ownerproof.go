@@ -1,6 +1,8 @@
-package lease
+package elect
 
 import (
+	"github.com/leaderrun/leaderrun/lease"
+
 	"context"
 	"slices"
 )
@@ -25,7 +27,7 @@ func (o *Owner) proveDead(watching, ctx context.Context) map[int]*holderWatch {
 	proved := map[int]*holderWatch{}
 	var dead []string
 	for p := range o.Partitions {
-		var rec Record
+		var rec lease.Record
 		if p < len(g.Leases) {
 			rec = g.Leases[p]
 		}
