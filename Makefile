@@ -38,14 +38,16 @@ init-programs:
 
 vet:
 	$(GO) vet ./...
+	cd lab && $(GO) vet ./...
 
 # The Kubernetes store's tests run a kube-apiserver built from the k8s.io
-# modules by internal/kubeapiserver (a module of its own), once per machine,
-# into the Go build cache, where internal/kubetest looks for it (and builds
-# it when it is missing, which may outlast a test timeout: minutes).
+# modules by internal/testenv/kubeapiserver (a module of its own), once per
+# machine, into the Go build cache, where internal/testenv/kubetest looks for
+# it (and builds it when it is missing, which may outlast a test timeout:
+# minutes).
 KUBE_APISERVER = $(shell $(GO) env GOCACHE)/leaderrun/kube-apiserver-v1.37.2
 kube-apiserver:
-	test -x $(KUBE_APISERVER) || { cd internal/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
+	test -x $(KUBE_APISERVER) || { cd internal/testenv/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
 
 # The Kubernetes store's tests against the API server (built first when it
 # is missing): the store's own, the test helper's, the scripts run once
@@ -55,9 +57,9 @@ kube-apiserver:
 KUBE_SCRIPTS = ^(TestFastStores|TestJudge|TestPartitions)$$/^k8s$$
 KUBE_CHAOS = ^TestChaos$$/^(k8s|partitioned-k8s)$$
 test-kube: kube-apiserver
-	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes ./internal/kubetest ./lease/kubernetes
-	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_SCRIPTS)' .
-	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_CHAOS)' ./chaos
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes ./internal/testenv/kubetest ./lease/kubernetes
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_SCRIPTS)' ./e2e
+	cd lab && LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -tags kubernetes -run '$(KUBE_CHAOS)' ./chaos
 
 # The packages whose tests run under the race detector: the engine, the lease contract and the
 # stores, supervision, signals, configuration, the replica (its loop tests)
@@ -65,13 +67,13 @@ test-kube: kube-apiserver
 # the stores' suites are most of the suite's time.
 RACE_PKGS = ./elect/... ./lease/... ./supervise/... ./signals/... ./config/... ./replica/... ./cmd/...
 
-# Every other package but the chaos suite, then the chaos suite alone (its
-# TTL-bound checks missed on a loaded 2-core machine while the scripts ran
-# beside it), then RACE_PKGS under the race detector.
+# Every other package of the product, then the chaos suite of the lab
+# module alone (its TTL-bound checks missed on a loaded 2-core machine while
+# the scripts ran beside it), then RACE_PKGS under the race detector.
 test: vet
 	CGO_ENABLED=0 $(GO) build ./...
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -x -F -e "$$($(GO) list -e ./chaos)" $$($(GO) list $(RACE_PKGS) | sed 's/^/-e /'))
-	$(GO) test $(TESTFLAGS) ./chaos
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v -x -F $$($(GO) list $(RACE_PKGS) | sed 's/^/-e /'))
+	cd lab && $(GO) test $(TESTFLAGS) ./...
 	GORACE=atexit_sleep_ms=0 $(GO) test $(TESTFLAGS) -race $(RACE_PKGS)
 
 # Deliberate bugs the tests must catch (testdata/mutants): every one run.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
-	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 	"github.com/leaderrun/leaderrun/internal/procstat"
 	"golang.org/x/sys/unix"
 )

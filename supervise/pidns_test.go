@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 )
 
 // TestTerminalStaysWithSupervisor runs a supervisor as the foreground job

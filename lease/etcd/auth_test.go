@@ -19,7 +19,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/testenv/etcdtest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

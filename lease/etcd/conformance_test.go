@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/internal/tcpproxy"
+	"github.com/leaderrun/leaderrun/internal/testenv/tcpproxy"
 
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"

@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/leaderrun/leaderrun/internal/etcdtest"
-	"github.com/leaderrun/leaderrun/internal/tcpproxy"
+	"github.com/leaderrun/leaderrun/internal/testenv/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/testenv/tcpproxy"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/testenv/etcdtest"
 )
 
 // testCtx is a context for one test's store calls.

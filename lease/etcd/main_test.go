@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/leaderrun/leaderrun/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/testenv/etcdtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m)) }

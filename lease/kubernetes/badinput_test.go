@@ -14,7 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leaderrun/leaderrun/internal/kubetest"
+	"github.com/leaderrun/leaderrun/internal/testenv/kubetest"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )

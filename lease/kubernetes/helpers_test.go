@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/leaderrun/leaderrun/internal/kubetest"
+	"github.com/leaderrun/leaderrun/internal/testenv/kubetest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

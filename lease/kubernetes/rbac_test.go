@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/leaderrun/leaderrun/internal/kubetest"
+	"github.com/leaderrun/leaderrun/internal/testenv/kubetest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/mysqltest"
+	"github.com/leaderrun/leaderrun/internal/testenv/mysqltest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/fakeserver"
+	"github.com/leaderrun/leaderrun/internal/testenv/fakeserver"
 )
 
 // TestMalformedHandshakeIsRefused: a server whose handshake packet ends

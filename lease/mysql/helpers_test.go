@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/mysqltest"
+	"github.com/leaderrun/leaderrun/internal/testenv/mysqltest"
 )
 
 // envDSN names the server the tests run against.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leaderrun/leaderrun/internal/pgtest"
+	"github.com/leaderrun/leaderrun/internal/testenv/pgtest"
 	"github.com/leaderrun/leaderrun/lease"
 
-	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 )
 
 // secret is the password the bad-input DSNs carry; the trust-auth test

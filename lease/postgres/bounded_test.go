@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/leaderrun/leaderrun/internal/fakeserver"
+	"github.com/leaderrun/leaderrun/internal/testenv/fakeserver"
 )
 
 // TestHugeServerMessageIsRefused: a server that answers the startup

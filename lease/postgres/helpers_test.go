@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leaderrun/leaderrun/internal/pgtest"
+	"github.com/leaderrun/leaderrun/internal/testenv/pgtest"
 
-	"github.com/leaderrun/leaderrun/internal/citest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 )
 
 // envDSN names the server the tests run against.

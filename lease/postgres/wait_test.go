@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/tcpproxy"
+	"github.com/leaderrun/leaderrun/internal/testenv/tcpproxy"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

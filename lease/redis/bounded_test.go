@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/fakeserver"
+	"github.com/leaderrun/leaderrun/internal/testenv/fakeserver"
 )
 
 // TestHostileReplyIsRefused: a server whose reply announces an absurd

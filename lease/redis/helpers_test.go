@@ -7,8 +7,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/leaderrun/leaderrun/internal/redistest"
-	"github.com/leaderrun/leaderrun/internal/tcpproxy"
+	"github.com/leaderrun/leaderrun/internal/testenv/redistest"
+	"github.com/leaderrun/leaderrun/internal/testenv/tcpproxy"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/redistest"
-	"github.com/leaderrun/leaderrun/internal/tcpproxy"
+	"github.com/leaderrun/leaderrun/internal/testenv/redistest"
+	"github.com/leaderrun/leaderrun/internal/testenv/tcpproxy"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/leaderrun/leaderrun/internal/redistest"
+	"github.com/leaderrun/leaderrun/internal/testenv/redistest"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

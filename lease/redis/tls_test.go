@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/redistest"
+	"github.com/leaderrun/leaderrun/internal/testenv/redistest"
 )
 
 // TestTLS runs a store over rediss:// against a server that speaks only
