@@ -154,7 +154,10 @@ func optionsFirst(args []string, flags []cli.Flag, commands []*cli.Command) []st
 // neither name an option nor are set by leaderrun for its command, each
 // with the nearest known name ("" when none is close).
 func unknownEnv(flags []cli.Flag) (unknown, guesses []string) {
-	known := []string{"LEADERRUN_HOLDER", "LEADERRUN_TOKEN", "LEADERRUN_PARTITION", "LEADERRUN_PARTITIONS", "LEADERRUN_SUPERVISOR_TAG"}
+	known := []string{"LEADERRUN_HOLDER", "LEADERRUN_TOKEN", "LEADERRUN_PARTITION", "LEADERRUN_PARTITIONS", "LEADERRUN_SUPERVISOR_TAG",
+		// The command line of the shipped systemd unit
+		// (packaging/systemd), which its ExecStart= expands.
+		"LEADERRUN_COMMAND"}
 	for _, f := range flags {
 		if e, ok := f.(interface{ GetEnvVars() []string }); ok {
 			known = append(known, e.GetEnvVars()...)
