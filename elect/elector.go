@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -79,6 +80,10 @@ type Elector struct {
 	unsure bool
 	// granted is the token of the last tenure this Elector started.
 	granted int64
+	// saidOtherNamespace records that Campaign said, at info level, that
+	// a leader in another PID namespace cannot be watched: once is news,
+	// every tenure after it is not. Set by watches' goroutines.
+	saidOtherNamespace atomic.Bool
 }
 
 // Validate reports the first field of e that cannot work: a missing Store,

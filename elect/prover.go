@@ -39,9 +39,17 @@ type Prover interface {
 }
 
 // ErrElsewhere is wrapped by a Prove error that says the holder runs on
-// another host or in another PID namespace, as is normal where replicas run
-// on several hosts: Campaign logs it at debug level only.
-var ErrElsewhere = errors.New("the leader runs on another host or in another PID namespace")
+// another host, as is normal where replicas run on several hosts: Campaign
+// logs it at debug level only.
+var ErrElsewhere = errors.New("the leader runs on another host")
+
+// ErrOtherNamespace is wrapped by a Prove error that
+// says the holder runs on this host but in another PID namespace: replicas
+// in containers of their own that share a store's volume. Nothing from here
+// can watch it, so a crash hands over only at the lease's expiry, which an
+// operator may not expect of replicas on one host: Campaign says so at
+// info level, once per Elector.
+var ErrOtherNamespace = errors.New("the leader runs on this host in another PID namespace")
 
 // ErrCommandGone is wrapped by a Prove error that says the holder lives
 // but its command, as its record names it, has exited (no process has its
@@ -108,7 +116,15 @@ func (e *Elector) watchHolder(ctx context.Context, w *holderWatch, rec lease.Rec
 			return
 		}
 		level := slog.LevelInfo
-		if errors.Is(w.err, ErrElsewhere) || errors.Is(w.err, ErrCommandGone) {
+		switch {
+		case errors.Is(w.err, ErrOtherNamespace):
+			if e.saidOtherNamespace.Swap(true) {
+				level = slog.LevelDebug
+			}
+			log.Log(context.Background(), level, "the leader runs on this host in another PID namespace (another container?) and cannot be watched from here; a crash hands over at the lease's expiry, up to the lease duration",
+				"leader", rec.Holder, "leader_token", rec.Token, "lease_duration", e.LeaseDuration)
+			return
+		case errors.Is(w.err, ErrElsewhere) || errors.Is(w.err, ErrCommandGone):
 			level = slog.LevelDebug
 		}
 		log.Log(context.Background(), level, "cannot watch the leader on this host; a crash hands over at the lease's expiry",

@@ -465,3 +465,30 @@ func TestTakeoverAtStoppingWordSaidOnce(t *testing.T) {
 		sc.a.Abandon()
 	})
 }
+
+// A leader on this host in another PID namespace (a container sharing the
+// store's volume) cannot be watched, so its crash hands over only at the
+// lease's expiry: that is said at info level once, not for every tenure
+// watched after it. At the default level it was not said at all.
+func TestOtherNamespaceSaidOnceAtInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &leasetest.Memory{}
+		clock := newFakeClock()
+		leader := annotatedLeader(t, m, clock)
+		e := elector(m, "b", clock)
+		e.Prover = &fakeProver{err: fmt.Errorf("cannot prove: %w (PID namespace 4026531836)", elect.ErrOtherNamespace)}
+		logged := followerLog(e, func() {
+			// The same leader records another place: a watch of its own.
+			if err := leader.Annotate(context.Background(), "there"); err != nil {
+				t.Fatalf("Annotate: %v", err)
+			}
+		})
+		if got := strings.Count(logged, "in another PID namespace"); got != 1 {
+			t.Errorf("said %d times that the leader is in another PID namespace, want once at info:\n%s", got, logged)
+		}
+		if !strings.Contains(logged, "lease_duration=") {
+			t.Errorf("the line does not say how long a crash takes to hand over:\n%s", logged)
+		}
+		leader.Release(context.Background())
+	})
+}

@@ -24,7 +24,8 @@ type Prover struct {
 var _ elect.Prover = (*Prover)(nil)
 
 // Prove implements elect.Prover. It returns an error wrapping ErrUnprovable
-// (and elect.ErrElsewhere for another host or PID namespace) when it cannot
+// (and elect.ErrElsewhere for another host, elect.ErrOtherNamespace for
+// another PID namespace) when it cannot
 // verify what rec.Where names, having signalled nothing; after the holder
 // died, when it cannot kill or see the whole of the command's group (the
 // follower then waits for the expiry; the kills already sent stand). It
@@ -161,7 +162,7 @@ func watchable(w Where) (holder, child *process, t tree, err error) {
 	case w.Boot != s.boot:
 		return nil, nil, t, fmt.Errorf("%w: %w (boot id %s)", ErrUnprovable, elect.ErrElsewhere, w.Boot)
 	case w.PIDNS != s.PIDNS:
-		return nil, nil, t, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, elect.ErrElsewhere, w.PIDNS)
+		return nil, nil, t, fmt.Errorf("%w: %w (PID namespace %d)", ErrUnprovable, elect.ErrOtherNamespace, w.PIDNS)
 	case w.Pid == s.Pid:
 		return nil, nil, t, fmt.Errorf("%w: the leader is this process", ErrUnprovable)
 	case w.Pgid != w.Child:

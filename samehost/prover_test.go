@@ -183,20 +183,21 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 		elsewhere bool
 		why       string
 		gone      bool // the command named has exited: elect.ErrCommandGone
+		otherNS   bool // elect.ErrOtherNamespace
 	}{
-		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true, "boot id", false},
-		{"another PID namespace", func(w *Where) { w.PIDNS++ }, true, "PID namespace", false},
-		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false, "the leader: pid", false},
-		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false, "the leader's command: pid", false},
-		{"no such command (it exited)", func(w *Where) { w.Child, w.Pgid = 1<<22, 1<<22 }, false, "pidfd_open", true},
-		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)+1 }, false, "started at tick", false},
+		{"another boot", func(w *Where) { w.Boot = "00000000-0000-4000-8000-000000000000" }, true, "boot id", false, false},
+		{"another PID namespace", func(w *Where) { w.PIDNS++ }, false, "PID namespace", false, true},
+		{"the holder's start time differs (its pid reused)", func(w *Where) { w.Start++ }, false, "the leader: pid", false, false},
+		{"the command's start time differs (its pid reused)", func(w *Where) { w.ChildStart-- }, false, "the leader's command: pid", false, false},
+		{"no such command (it exited)", func(w *Where) { w.Child, w.Pgid = 1<<22, 1<<22 }, false, "pidfd_open", true, false},
+		{"a stranger with a wrong start time as the command", func(w *Where) { w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)+1 }, false, "started at tick", false, false},
 		{"a stranger that is not the holder's child as the command", func(w *Where) {
 			w.Child, w.Pgid, w.ChildStart = spid, spid, startOf(t, spid)
-		}, false, "is a child of", false},
-		{"a holder that runs another program", func(w *Where) { w.Pid, w.Start = opid, startOf(t, opid) }, false, `runs "sleep"`, false},
-		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.Pid, self.Start }, false, "is this process", false},
-		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false, "does not lead", false},
-		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false, "pidfd_open", false},
+		}, false, "is a child of", false, false},
+		{"a holder that runs another program", func(w *Where) { w.Pid, w.Start = opid, startOf(t, opid) }, false, `runs "sleep"`, false, false},
+		{"a holder that is this process", func(w *Where) { w.Pid, w.Start = self.Pid, self.Start }, false, "is this process", false, false},
+		{"a command that does not lead its group", func(w *Where) { w.Pgid = w.Pid }, false, "does not lead", false, false},
+		{"no such holder", func(w *Where) { w.Pid = 1 << 22 }, false, "pidfd_open", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ten.where
@@ -217,6 +218,9 @@ func TestProveRefusesWhatItCannotVerify(t *testing.T) {
 			}
 			if got := errors.Is(err, elect.ErrCommandGone); got != tc.gone {
 				t.Errorf("Prove = %v: ErrCommandGone %v, want %v", err, got, tc.gone)
+			}
+			if got := errors.Is(err, elect.ErrOtherNamespace); got != tc.otherNS {
+				t.Errorf("Prove = %v: ErrOtherNamespace %v, want %v", err, got, tc.otherNS)
 			}
 		})
 	}
