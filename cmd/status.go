@@ -73,8 +73,10 @@ holder, token and expiry. The store keeps every name it has seen; to forget
 one, delete its row or key in the store (see the store's section of the
 README).
 
-Exit status: 0 shown; 1 the store could not be read (unreachable, refused);
-4 NAME is a lease the store has never seen; 125 usage.`,
+Exit status: 0 shown; 1 the store could not be reached; 4 NAME is a lease
+the store has never seen (or, without NAME, there is no store there); 125
+bad options, or a store that refused leaderrun (a wrong password, a missing
+privilege, a DSN it cannot use).`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "show only this name (or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an object for --name, else an array"},

@@ -52,9 +52,10 @@ stepped down takes it back no sooner than --window.
 Exit status: 0 done; 1 nobody holds the name (released or expired), --to
 names an identity that is not campaigning or already leads, the name went
 back to the same holder, no other replica is campaigning (without --to
-and --force), or another failure; 4 no such name; 124 --wait saw
-no new leader within --timeout; 125 usage. A refused step-down changes
-nothing in the store.`,
+and --force), the store could not be reached, or another failure; 4 no
+such name; 124 --wait saw no new leader within --timeout; 125 bad options,
+or a store that refused leaderrun (a wrong password, a missing privilege, a
+DSN it cannot use). A refused step-down changes nothing in the store.`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name whose leader steps down (required; or give it as the argument)"},
 			&cli.IntFlag{Name: "partition", DefaultText: "none; required for a name run with --partitions", Usage: "with a name run with --partitions: the partition to move (0 to N-1)"},

@@ -32,7 +32,12 @@ func watchCommand(sigs <-chan os.Signal) *cli.Command {
 holder to hand over; with the successor when one was named), released,
 expired and, for a name that does not exist yet, absent. For a name run
 with --partitions, the same events for each partition (name "NAME #P"), and
-joined and left (or expired) for its members. Runs until SIGINT or SIGTERM.`,
+joined and left (or expired) for its members. Runs until SIGINT or SIGTERM.
+
+Exit status: 0 stopped by SIGINT or SIGTERM; 1 the store could not be
+reached; 4 no store there; 141 its reader left (a closed pipe); 125 bad
+options, or a store that refused leaderrun (a wrong password, a missing
+privilege, a DSN it cannot use).`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the name to watch (required; or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line"},
