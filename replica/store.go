@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -34,6 +36,7 @@ func (r *Replica) openStore() (lease.Store, error) {
 	ctx, cancel := r.campaignContext()
 	defer cancel()
 	backoff := 250 * time.Millisecond
+	var said unreachableLog
 	for {
 		store, err := lease.Open(ctx, r.dsn)
 		switch {
@@ -47,7 +50,7 @@ func (r *Replica) openStore() (lease.Store, error) {
 		case ctx.Err() != nil:
 			return nil, r.campaignError(ctx, err)
 		}
-		r.log.Warn("store unreachable; retrying", "err", err, "retry_in", backoff)
+		said.log(r.log, err, backoff, time.Now())
 		select {
 		case <-time.After(backoff):
 			backoff = min(2*backoff, 5*time.Second)
@@ -55,6 +58,43 @@ func (r *Replica) openStore() (lease.Store, error) {
 			return nil, r.campaignError(ctx, ctx.Err())
 		}
 	}
+}
+
+// unreachableLog says how opening the store fails while it is retried:
+// the first failure, and each that differs from the one before, at warn
+// level; the same failure again at debug level, and at warn once a minute,
+// with how long it has lasted. A host name in the DSN that has not
+// resolved for that minute is said as such, with a hint to check the DSN:
+// a misspelled host otherwise retries for ever with only the resolver's
+// words. The zero value is ready to use.
+type unreachableLog struct {
+	last   string    // the last failure's text
+	since  time.Time // when it was first seen
+	warned time.Time // when it was last said at warn level
+}
+
+// repeatEvery is how often the same failure is said at warn level.
+const repeatEvery = time.Minute
+
+func (u *unreachableLog) log(log *slog.Logger, err error, retryIn time.Duration, now time.Time) {
+	if msg := err.Error(); msg != u.last {
+		u.last, u.since, u.warned = msg, now, now
+		log.Warn("store unreachable; retrying", "err", err, "retry_in", retryIn)
+		return
+	}
+	if now.Sub(u.warned) < repeatEvery {
+		log.Debug("store unreachable; retrying", "err", err, "retry_in", retryIn)
+		return
+	}
+	u.warned = now
+	lasted := now.Sub(u.since).Round(time.Second)
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		log.Warn("the store's host name does not resolve; check the host in the DSN (retrying)",
+			"host", dns.Name, "for", lasted, "err", err)
+		return
+	}
+	log.Warn("store still unreachable; retrying", "for", lasted, "err", err, "retry_in", retryIn)
 }
 
 // campaignContext ends on a stop signal or after --acquire-timeout.

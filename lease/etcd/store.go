@@ -223,11 +223,10 @@ func unreachable(ctx context.Context, hosts []string) error {
 	if ctx.Err() != nil {
 		return nil // Open's own error says why
 	}
-	msgs := make([]string, len(errs))
-	for i, err := range errs {
-		msgs[i] = err.Error()
-	}
-	return fmt.Errorf("no etcd endpoint reachable: %s", strings.Join(msgs, "; "))
+	// Each host's error is wrapped, so that a caller can tell, say, a
+	// host name that does not resolve (*net.DNSError).
+	verbs := strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; ")
+	return fmt.Errorf("no etcd endpoint reachable: "+verbs, anySlice(errs)...)
 }
 
 // Describe returns the DSN without its password and parameters.
@@ -272,4 +271,12 @@ func (s *Store) CredentialEnv() []string {
 		return nil
 	}
 	return []string{s.passwordEnv}
+}
+
+func anySlice(errs []error) []any {
+	out := make([]any, len(errs))
+	for i, err := range errs {
+		out[i] = err
+	}
+	return out
 }
