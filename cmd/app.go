@@ -130,6 +130,7 @@ var singleDash = lazyre.New(`(^|[^-\w])-([A-Za-z][\w-]*)`)
 var (
 	undefinedFlag = lazyre.New(`^flag provided but not defined: -+([\w-]+)$`)
 	badValue      = lazyre.New(`^invalid value "([^"]*)" for flag -+([\w-]+)`)
+	badEnvValue   = lazyre.New(`^could not parse "([^"]*)" as \w+ value from environment variable "(\w+)" for flag ([\w-]+): (.*)$`)
 )
 
 func onUsageError(c *cli.Context, err error, _ bool) error {
@@ -143,10 +144,20 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 			msg += fmt.Sprintf(" (did you mean --%s?)", guess)
 		}
 	}
-	if m := badValue.FindStringSubmatch(msg); m != nil && isDurationFlag(flags, m[2]) {
-		if _, nerr := strconv.ParseFloat(m[1], 64); nerr == nil {
-			msg += fmt.Sprintf(" (a duration needs its unit: %ss, %sms or %sm)", m[1], m[1], m[1])
-		}
+	value, flag, why := "", "", ""
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		value, flag = m[1], m[2]
+	}
+	if m := badEnvValue.FindStringSubmatch(msg); m != nil {
+		// As a bad --option value is said, not in the library's words.
+		value, flag, why = m[1], m[3], m[4]
+		msg = fmt.Sprintf("invalid value %q in %s for --%s", value, m[2], flag)
+	}
+	switch _, nerr := strconv.ParseFloat(value, 64); {
+	case flag != "" && isDurationFlag(flags, flag) && nerr == nil:
+		msg += fmt.Sprintf(" (a duration needs its unit: %ss, %sms or %sm)", value, value, value)
+	case why != "":
+		msg += ": " + why
 	}
 	return &usageError{errors.New(singleDash.ReplaceAllString(msg, "$1--$2"))}
 }

@@ -79,6 +79,9 @@ func refuseMistypedCommand(args []string, hasDash bool, flags []cli.Flag, comman
 		return nil
 	}
 	word := args[i]
+	if (word == "help" || word == "h") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+		return refuseHelpTopic(args[i+1], commands)
+	}
 	if slices.Contains(commandNames(commands), word) || strings.ContainsRune(word, '/') {
 		return nil
 	}
@@ -90,6 +93,20 @@ func refuseMistypedCommand(args []string, hasDash bool, flags []cli.Flag, comman
 		return nil
 	}
 	return usagef("unknown command %q (did you mean %s?); a program to run goes after --", word, guess)
+}
+
+// refuseHelpTopic refuses `leaderrun help TOPIC` for a TOPIC that names no
+// command, as a mistyped command is refused, instead of the command-line
+// library's "No help topic" and exit 1.
+func refuseHelpTopic(topic string, commands []*cli.Command) error {
+	names := commandNames(commands)
+	if slices.Contains(names, topic) {
+		return nil
+	}
+	if guess := nearest(topic, names); guess != "" {
+		return usagef("no help topic %q (did you mean %s?); leaderrun help lists the commands", topic, guess)
+	}
+	return usagef("no help topic %q: the topics are the commands, %s", topic, strings.Join(names, ", "))
 }
 
 // firstWord is the index in args (args[0] is the program) of the first

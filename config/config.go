@@ -179,8 +179,8 @@ func (t Timing) Validate() error {
 		}
 	}
 	if t.derived && t.RenewDeadline < minDerivedDeadline && t.LeaseDuration > 0 && t.KillGrace > 0 {
-		bad("--ttl", t.LeaseDuration, "leaves no renew deadline after --kill-grace %v and the %v safety margin: with --kill-grace %v, --ttl must be at least %v; raise --ttl or lower --kill-grace",
-			t.KillGrace, DerivedMargin(t.LeaseDuration), t.KillGrace, MinLeaseDuration(t.KillGrace))
+		bad("--ttl", t.LeaseDuration, "leaves no renew deadline: a lease must last the renew deadline (at least %v), then --kill-grace (%v) while a lost leader's command stops, then the %v safety margin, so with --kill-grace %v, --ttl must be at least %v; raise --ttl or lower --kill-grace",
+			minDerivedDeadline, t.KillGrace, DerivedMargin(t.LeaseDuration), t.KillGrace, MinLeaseDuration(t.KillGrace).Truncate(time.Second)+time.Second)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -58,7 +58,7 @@ func TestDerivedTimings(t *testing.T) {
 	tm := Timing{LeaseDuration: 6 * time.Second}
 	tm.Normalize()
 	err := tm.Validate()
-	if err == nil || !strings.Contains(err.Error(), "--ttl must be at least 6.04s") {
+	if err == nil || !strings.Contains(err.Error(), "--ttl must be at least 7s") {
 		t.Errorf("--ttl 6s: %v, want the least --ttl named", err)
 	}
 }
