@@ -28,7 +28,8 @@ func watchCommand(sigs <-chan os.Signal) *cli.Command {
 		Name:      "watch",
 		Usage:     "print a line for every change of a name's leadership, as it happens",
 		UsageText: "leaderrun watch [--json] [--store DSN] NAME",
-		Description: `Events: elected (a new holder and token), step-down (an operator asked the
+		Description: `Events: leader (the holder the first read finds, and since when it holds
+the name), elected (a new holder and token), step-down (an operator asked the
 holder to hand over; with the successor when one was named), released,
 expired and, for a name that does not exist yet, absent. For a name run
 with --partitions, the same events for each partition (name "NAME #P"), and
@@ -206,6 +207,9 @@ type eventJSON struct {
 	// of a member of a name run with --partitions.
 	Partition *int   `json:"partition,omitempty"`
 	Member    string `json:"member,omitempty"`
+	// Since is when the tenure began, for a "leader" event: the tenure
+	// the watch found when it started.
+	Since *time.Time `json:"since,omitempty"`
 }
 
 // emit prints event for rec unless it repeats last; it returns the key of
@@ -221,6 +225,12 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	}
 	ev := eventJSON{Time: now(), Event: event, Name: rec.Name,
 		Holder: rec.Holder, Token: rec.Token, Successor: successor}
+	if last == "" && event == "elected" {
+		// The first read finds a tenure that began before the watch:
+		// it is not news of an election now.
+		since := rec.Acquired.UTC().Round(time.Millisecond)
+		ev.Event, ev.Since = "leader", &since
+	}
 	if _, p, ok := lease.SplitPartitionKey(rec.Name); ok {
 		ev.Partition = &p
 	}
@@ -228,9 +238,12 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 		json.NewEncoder(e).Encode(ev)
 		return key
 	}
-	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(eventTime), event, observe.Shown(rec.Name))
+	line := fmt.Sprintf("%s %-8s name=%s", ev.Time.Format(eventTime), ev.Event, observe.Shown(rec.Name))
 	if rec.Holder != "" {
 		line += fmt.Sprintf(" holder=%s token=%d", observe.Shown(rec.Holder), rec.Token)
+	}
+	if ev.Since != nil {
+		line += " since=" + ev.Since.Format(eventTime)
 	}
 	if successor != "" {
 		line += " successor=" + observe.Shown(successor)
