@@ -244,6 +244,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 			return runConfig{}, nil, usagef("unexpected argument %q before --", c.Args().First())
 		}
 		command = c.Args().Slice()
+		warnOptionsAfterCommand(c.App.ErrWriter, command, c.App.Flags)
 	}
 	store, err := storeDSN(c)
 	if err != nil {

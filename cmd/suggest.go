@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -202,5 +203,24 @@ func warnUnknownEnv(w io.Writer, flags []cli.Flag) {
 			msg += " (did you mean " + guesses[i] + "?)"
 		}
 		warnLine(w, msg+"; it is ignored, and not passed to the command")
+	}
+}
+
+// warnOptionsAfterCommand warns of the words of a command given without
+// "--" that are leaderrun's own options (leaderrun --name x ./relay --ttl
+// 5s): they go to the command, and an operator who meant them for
+// leaderrun would otherwise learn it only from how the command fails.
+func warnOptionsAfterCommand(w io.Writer, command []string, flags []cli.Flag) {
+	var mine []string
+	for _, a := range command[1:] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "--") && len(name) > 1 &&
+			slices.ContainsFunc(flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) }) {
+			mine = append(mine, "--"+name)
+		}
+	}
+	if len(mine) > 0 {
+		warnLine(w, fmt.Sprintf("%s after the command %q go to the command, not to leaderrun; if they were meant for leaderrun, put them before the command, and -- between leaderrun's options and the command",
+			strings.Join(mine, ", "), command[0]))
 	}
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -758,6 +759,29 @@ func TestLoopOnceDoesNotWarnOfAQuickExit(t *testing.T) {
 		}
 		if !strings.Contains(logged.String(), `level=INFO msg="command exited"`) {
 			t.Errorf("no command exited line at info:\n%s", logged.String())
+		}
+	})
+}
+
+// A command that runs a little over the "at once" threshold and ends
+// cleanly is restarted without back-off, for ever: that loop was said only
+// at info level. Now five ends within a minute are said at warning level,
+// and said again a minute later while the loop lasts.
+func TestLoopSaysARestartLoopEveryMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged bytes.Buffer
+		lp := startLoop(t, nil, func(lp *loop) {
+			lp.l.log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
+		c := lp.next(time.Second)
+		for range 30 { // about two minutes: 1.5 s each, then the 1 s restart delay
+			time.Sleep(1500 * time.Millisecond)
+			c.exit(0)
+			c = lp.next(time.Minute)
+		}
+		lp.end()
+		if got, want := strings.Count(logged.String(), "command keeps ending and being restarted"), 2; got != want {
+			t.Errorf("a restart loop of two minutes said %d times at warning level, want %d:\n%s", got, want, logged.String())
 		}
 	})
 }

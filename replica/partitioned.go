@@ -36,13 +36,13 @@ type partitioned struct {
 
 	// guarded by mu:
 	running  map[int]child // the running commands, by partition
-	failures map[int]int   // consecutive failures, by partition
+	restarts map[int]*restarts // exits of each partition's command
 
 	served sync.WaitGroup // one per partition's tenure
 }
 
 func newPartitioned(r *Replica) *partitioned {
-	pr := &partitioned{Replica: r, running: map[int]child{}, failures: map[int]int{}}
+	pr := &partitioned{Replica: r, running: map[int]child{}, restarts: map[int]*restarts{}}
 	r.children = func() []child {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -136,12 +136,15 @@ func (pr *partitioned) servePartition(p int, t *elect.Tenure) {
 		return
 	}
 	pr.mu.Lock()
-	failures := pr.failures[p]
+	h := pr.restarts[p]
+	if h == nil {
+		h = &restarts{}
+		pr.restarts[p] = h
+	}
 	pr.mu.Unlock()
-	delay := pr.countExit(&failures, end, log, "starting the partition's command again")
-	pr.mu.Lock()
-	pr.failures[p] = failures
-	pr.mu.Unlock()
+	// Only this partition's goroutine uses h: mu guards the map alone.
+	delay := pr.countExit(h, end, log, "starting the partition's command again", time.Now())
+	failures := h.failures
 	if failures >= stepAsideAfter && !pr.stopped() {
 		log.Warn("the partition's command keeps failing here; stepping aside so that another replica runs it",
 			"consecutive_failures", failures, "window", stepAsideWindow)

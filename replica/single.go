@@ -62,7 +62,7 @@ func (s *single) useStore(store lease.Store) {
 // loop runs tenures until told to stop, --once, or an error that no retry
 // can fix.
 func (s *single) loop() error {
-	failures := 0
+	var exits restarts
 	previous := "none" // how this replica's previous tenure ended
 	for {
 		started := time.Now()
@@ -121,7 +121,7 @@ func (s *single) loop() error {
 		if !end.exited {
 			continue // lost the tenure: stand by for the next one
 		}
-		delay := s.countExit(&failures, end, log, "campaigning again")
+		delay := s.countExit(&exits, end, log, "campaigning again", time.Now())
 		select {
 		case <-time.After(delay):
 		case <-s.stopping:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,28 +62,51 @@ func startChild(spec supervise.Spec) (child, error) {
 // releaseTimeout bounds the hand-back of the name at the end of a tenure.
 const releaseTimeout = 5 * time.Second
 
-// countExit counts a command that ended on its own into failures (its
-// consecutive failures; 0 after a success) and returns the restart delay
-// before what comes next (again), which it logs: a crash loop at warning
-// level, where --log-level warn looks. A clean exit within quickExit of
-// the start counts as a failure too: restarted, such a command loops as
-// a crashing one does.
-func (r *Replica) countExit(failures *int, end tenureEnd, log *slog.Logger, again string) time.Duration {
+// restarts is what a replica remembers of a command's exits, to pace its
+// restarts and to say when they loop. The zero value is ready to use.
+type restarts struct {
+	failures int         // consecutive failures; 0 after a success
+	recent   []time.Time // when the command ended on its own, within loopWindow
+	warned   time.Time   // when a restart loop was last said
+}
+
+// A command that ends on its own loopExits times within loopWindow is in a
+// restart loop, whatever its statuses: said at warning level, at most once
+// a window while it lasts.
+const (
+	loopExits  = 5
+	loopWindow = time.Minute
+)
+
+// countExit counts a command that ended on its own at now into h and
+// returns the restart delay before what comes next (again), which it
+// logs: a crash loop at warning level, where --log-level warn looks. A
+// clean exit within quickExit of the start counts as a failure too:
+// restarted, such a command loops as a crashing one does. A command that
+// runs a little longer and ends cleanly is restarted without back-off, so
+// its loop is told by how often it ends (loopExits in loopWindow).
+func (r *Replica) countExit(h *restarts, end tenureEnd, log *slog.Logger, again string, now time.Time) time.Duration {
 	if end.status.ExitCode() == 0 && !end.quick {
-		*failures = 0
+		h.failures = 0
 	} else {
-		*failures++
+		h.failures++
 	}
-	delay := restartDelay(r.cfg.RestartDelay, *failures)
-	if *failures >= 2 {
+	h.recent = append(slices.DeleteFunc(h.recent, func(t time.Time) bool { return now.Sub(t) >= loopWindow }), now)
+	delay := restartDelay(r.cfg.RestartDelay, h.failures)
+	switch {
+	case h.failures >= 2:
 		what := "command keeps failing"
 		if end.status.ExitCode() == 0 {
 			what = "command keeps exiting at once"
 		}
-		log.Warn(what+"; backing off before "+again, "consecutive_failures", *failures,
+		log.Warn(what+"; backing off before "+again, "consecutive_failures", h.failures,
 			"delay", delay, "last", end.why)
-	} else {
-		log.Info(again+" after the restart delay", "delay", delay, "consecutive_failures", *failures)
+	case len(h.recent) >= loopExits && (h.warned.IsZero() || now.Sub(h.warned) >= loopWindow):
+		h.warned = now
+		log.Warn("command keeps ending and being restarted; leaderrun restarts a command that ends, so a service must stay in the foreground, and a job meant to run once per tenure belongs with --once",
+			"exits", len(h.recent), "within", loopWindow, "last", end.why, "delay", delay)
+	default:
+		log.Info(again+" after the restart delay", "delay", delay, "consecutive_failures", h.failures)
 	}
 	return delay
 }
