@@ -35,7 +35,7 @@ type partitioned struct {
 	owner *elect.Owner // set by run once the store is open
 
 	// guarded by mu:
-	running  map[int]child // the running commands, by partition
+	running  map[int]child     // the running commands, by partition
 	restarts map[int]*restarts // exits of each partition's command
 
 	served sync.WaitGroup // one per partition's tenure
