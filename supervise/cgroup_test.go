@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
-	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 	"github.com/leaderrun/leaderrun/internal/procstat"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 	"golang.org/x/sys/unix"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 	"github.com/leaderrun/leaderrun/internal/nsinit"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 )
 
 // requireNamespaces skips when this process may not create PID namespaces.

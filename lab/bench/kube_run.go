@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 	"github.com/leaderrun/leaderrun/internal/testenv/kubetest"
+	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 	_ "github.com/leaderrun/leaderrun/lease/kubernetes" // k8s:// for the crash runs' reads
 )
 

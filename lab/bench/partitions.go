@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 )
 
 // partLog collects every start and stop mark of a partitioned group's

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 	"github.com/leaderrun/leaderrun/lease"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 	"github.com/leaderrun/leaderrun/internal/testenv/mysqltest"
+	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 )
 
 // The "serverload" section: one leader and two followers of leaderrun per
