@@ -62,12 +62,13 @@ Examples:
 Exit status: the command's (with --partitions, 0 once stopped); 124 not
 acquired within --acquire-timeout;
 125 leaderrun's own error (options, configuration, store refused);
-126 command not executable; 127 command not found. When the command dies
-by signal N, leaderrun passes that on: it dies by the same signal, so that
-its parent sees what the command's would have (a shell prints "Killed",
-systemd counts a SIGTERM death as a clean stop); as PID 1, which the
-kernel does not let die by its own signal, it exits 128+N, as a shell
-reports it. Its last log line says which.`
+126 command not executable; 127 command not found; 137 the command
+outlived its stop signal's --kill-grace and leaderrun killed it. When the
+command dies by signal N of anyone else's, leaderrun passes that on: it
+dies by the same signal, so that its parent sees what the command's would
+have (a shell prints "Killed", systemd counts a SIGTERM death as a clean
+stop); as PID 1, which the kernel does not let die by its own signal, it
+exits 128+N, as a shell reports it. Its last log line says which.`
 
 // env names the environment variable of an option.
 func env(option string) []string {

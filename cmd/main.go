@@ -40,6 +40,13 @@ func Main(sigs <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	}
 	var exit *replica.Exit
 	if errors.As(err, &exit) {
+		if exit.Status.Killed {
+			// The SIGKILL was leaderrun's, after the kill grace: dying by
+			// it would read as if something had killed leaderrun itself
+			// (systemd: status=9/KILL).
+			killedLine(stderr, flags, exit.Status)
+			return exit.Status.ExitCode()
+		}
 		if exit.Status.Signal != 0 {
 			passOnLine(stderr, flags, exit.Status)
 			supervise.Reraise(exit.Status) // returns at once as PID 1
@@ -94,9 +101,21 @@ func passOnLine(w io.Writer, args []string, st supervise.Status) {
 	if supervise.IsInit() {
 		msg = fmt.Sprintf("command %s; leaderrun exits %d (128+%d), as PID 1", st, st.ExitCode(), int(st.Signal))
 	}
+	lastLogger(w, args).Info(msg)
+}
+
+// killedLine says that the command had to be killed after the kill grace,
+// and the status leaderrun exits with instead of dying by that SIGKILL.
+func killedLine(w io.Writer, args []string, st supervise.Status) {
+	lastLogger(w, args).Warn(fmt.Sprintf("the command outlived its stop signal's kill grace and was killed; leaderrun exits %d (128+%d)",
+		st.ExitCode(), int(st.Signal)))
+}
+
+// lastLogger logs leaderrun's last line in the format asked for.
+func lastLogger(w io.Writer, args []string) *slog.Logger {
 	var h slog.Handler = slog.NewTextHandler(w, nil)
 	if jsonRequested(args) {
 		h = slog.NewJSONHandler(w, nil)
 	}
-	slog.New(h).Info(msg)
+	return slog.New(h)
 }

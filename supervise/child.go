@@ -20,11 +20,14 @@ type Child struct {
 	spec   Spec // with defaults applied
 	logger *slog.Logger
 
-	pid    int           // set under theReaper.mu before Start returns; never changes
-	start  uint64        // the child's start time (procstat.Stat.Start); set with pid, 0 if unread
-	status Status        // set under theReaper.mu by the reaper
-	reaped chan struct{} // closed by the reaper once the child has been reaped
-	done   chan struct{} // closed after reaped, once the terminal is given back
+	pid    int    // set under theReaper.mu before Start returns; never changes
+	start  uint64 // the child's start time (procstat.Stat.Start); set with pid, 0 if unread
+	status Status // set under theReaper.mu by the reaper
+	// escalated: Stop sent SIGKILL once the stop signal's grace ran out
+	// (Status.Killed). Set under theReaper.mu.
+	escalated bool
+	reaped    chan struct{} // closed by the reaper once the child has been reaped
+	done      chan struct{} // closed after reaped, once the terminal is given back
 
 	tag string    // tags the child's environment; see attrib.go
 	cg  *cgroup   // the child's own cgroup, or nil; see cgroup.go
@@ -207,7 +210,9 @@ func (c *Child) Done() <-chan struct{} { return c.done }
 func (c *Child) Status() Status {
 	theReaper.mu.Lock()
 	defer theReaper.mu.Unlock()
-	return c.status
+	st := c.status
+	st.Killed = c.escalated && st.Signal == syscall.SIGKILL
+	return st
 }
 
 // Signal sends sig to the child's process group, and to the child itself if

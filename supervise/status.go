@@ -19,10 +19,18 @@ import (
 type Status struct {
 	Code   int            // exit code; 0 when Signal is set
 	Signal syscall.Signal // the signal that killed the child, or 0
+	// Killed reports that the child outlived its stop signal's kill grace
+	// and died by the SIGKILL that Stop sent then: not a signal to pass
+	// on as the child's own end.
+	Killed bool
 }
 
-// String returns "exit status 3" or "killed by SIGTERM".
+// String returns "exit status 3", "killed by SIGTERM" or "killed by
+// SIGKILL after the kill grace".
 func (s Status) String() string {
+	if s.Killed {
+		return "killed by " + signals.Name(s.Signal) + " after the kill grace"
+	}
 	if s.Signal != 0 {
 		return "killed by " + signals.Name(s.Signal)
 	}

@@ -54,6 +54,9 @@ func (c *Child) stop(sig syscall.Signal) {
 	// has one): no SIGKILL, and no look for one of ours still in it.
 	if !gone && c.signal(syscall.SIGKILL) {
 		c.logger.Warn("kill grace expired; sent SIGKILL", "pid", c.pid, "grace", grace)
+		theReaper.mu.Lock()
+		c.escalated = sig != syscall.SIGKILL
+		theReaper.mu.Unlock()
 	}
 	c.awaitReaped()
 	switch {
