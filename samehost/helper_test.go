@@ -27,6 +27,7 @@ import (
 //	         is set), writes "command sleeper" pids to LOCAL_TEST_PIDS,
 //	         and sleeps;
 //	sleeper: sleeps;
+//	fifo-reader: a daemon with a FIFO of its own (readFIFO, end_test.go);
 //	follower: proves a holder dead (follow, end_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv("LOCAL_TEST_ROLE") {
@@ -109,6 +110,8 @@ func TestMain(m *testing.M) {
 		sleepForever()
 	case "sleeper":
 		sleepForever()
+	case "fifo-reader":
+		os.Exit(readFIFO())
 	case "follower":
 		os.Exit(follow())
 	}
