@@ -149,28 +149,17 @@ func TestProveNeverTakesForgedTerminal(t *testing.T) {
 		{"the holder's descriptor through /proc", fmt.Sprintf("v3 %s end_ino=%d end_path=/proc/%d/fd/3", rest, ino, ten.holder.Process.Pid)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ready := filepath.Join(t.TempDir(), "ready")
-			var stderr bytes.Buffer
-			f := exec.Command(prog)
-			f.Env = append(os.Environ(), "LOCAL_TEST_ROLE=follower", "LOCAL_TEST_WHERE="+tc.where, "LOCAL_TEST_READY="+ready)
-			f.Stderr = &stderr
-			f.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
-			if err := f.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- f.Wait() }()
-			defer func() {
-				f.Process.Kill()
-				<-done
-				t.Logf("the follower's log:\n%s", stderr.String())
-			}()
+			c := exec.Command(prog)
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+			f := startFollower(t, c, tc.where)
 			waitUntil(t, "the follower to watch the holder", func() bool {
-				if _, err := os.Stat(ready); err == nil {
+				if _, err := os.Stat(f.ready); err == nil {
 					return true
 				}
-				if f.ProcessState != nil || len(done) > 0 {
+				select {
+				case <-f.exited:
 					t.Fatal("the follower ended before it watched the holder")
+				default:
 				}
 				return false
 			})
@@ -187,19 +176,47 @@ func TestProveNeverTakesForgedTerminal(t *testing.T) {
 			if err := f.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			var err error
 			select {
-			case err = <-done:
-				done <- err
+			case <-f.exited:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the follower did not end at SIGTERM")
 			}
+			err := f.err
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 				t.Errorf("the follower ended with %v after a ^C on the terminal; want it killed by the SIGTERM sent after", err)
 			}
 		})
 	}
+}
+
+// follower is a follower process (LOCAL_TEST_ROLE=follower, follow).
+type follower struct {
+	*exec.Cmd
+	exited chan struct{} // closed once it exited
+	err    error         // its Wait's, once exited is closed
+	ready  string        // the file it writes once it watches the holder
+	log    bytes.Buffer
+}
+
+// startFollower starts c, the test binary or a program that runs it, as a
+// follower that proves dead the holder the Where text where names. It is
+// killed, and its log logged, when the test ends.
+func startFollower(t *testing.T, c *exec.Cmd, where string) *follower {
+	t.Helper()
+	f := &follower{Cmd: c, exited: make(chan struct{}), ready: filepath.Join(t.TempDir(), "ready")}
+	c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=follower", "LOCAL_TEST_WHERE="+where, "LOCAL_TEST_READY="+f.ready)
+	c.Stderr = &f.log
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { f.err = c.Wait(); close(f.exited) }()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-f.exited
+		t.Logf("the follower's log:\n%s", f.log.String())
+	})
+	return f
 }
 
 // session returns the session whose controlling terminal the pty is, 0

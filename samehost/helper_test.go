@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -228,7 +229,7 @@ func cgroupsForTest(t *testing.T) string {
 	if !ok {
 		t.Skip("no cgroup v2 hierarchy")
 	}
-	dir := root + rel
+	dir := filepath.Join(root, rel)
 	probe, err := os.MkdirTemp(dir, "leaderrun-probe-")
 	if err != nil {
 		t.Skipf("cannot make cgroups here: %v", err)
