@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/cgrouptest"
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
+	"github.com/leaderrun/leaderrun/internal/citest"
 	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
@@ -116,8 +118,19 @@ func TestMain(m *testing.M) {
 	case "follower":
 		os.Exit(follow())
 	}
-	os.Exit(m.Run())
+	// The holders' commands get their cgroups below the test binary's
+	// own: no other leaderrun on the host kills or removes them for the
+	// followers the tests play.
+	var leave func()
+	leave, testCgroupErr = cgrouptest.Enter()
+	code := m.Run()
+	leave()
+	os.Exit(code)
 }
+
+// testCgroupErr is why the test binary runs in no cgroup of its own, or
+// nil.
+var testCgroupErr error
 
 // sleepForever blocks for good (a bare select{} would be a deadlock the
 // runtime ends).
@@ -235,6 +248,9 @@ func cgroupsForTest(t *testing.T) string {
 		t.Skipf("cannot make cgroups here: %v", err)
 	}
 	os.Remove(probe)
+	if testCgroupErr != nil {
+		citest.Missing(t, "the test binary has no cgroup of its own, where other leaderruns on the host would not reclaim its holders' cgroups: %v", testCgroupErr)
+	}
 	return dir
 }
 
