@@ -37,12 +37,13 @@ func storeDSN(c *cli.Context) (string, error) {
 const maxStoreFileLine = 64 << 10
 
 // readStoreFile reads the DSN from the first line of a regular file, without
-// ever blocking (a FIFO without a writer) or reading more than
-// maxStoreFileLine (/dev/zero): a UTF-8 byte order mark and surrounding
+// ever blocking (a FIFO without a writer), reading more than
+// maxStoreFileLine (/dev/zero) or taking a terminal as this process's
+// controlling terminal (O_NOCTTY): a UTF-8 byte order mark and surrounding
 // spaces are dropped, and a blank first line is an error. warning is set
 // when others may read the file, as libpq warns of a .pgpass.
 func readStoreFile(path string) (dsn, warning string, err error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", "", &fs.PathError{Op: "open", Path: path, Err: err}
 	}

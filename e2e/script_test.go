@@ -34,9 +34,10 @@ import (
 )
 
 // TestMain maps leaderrun and the helper child into the test binary, so the
-// scripts run real leaderrun processes supervising real children.
+// scripts run real leaderrun processes supervising real children, all in a
+// cgroup of the test binary's own (inOwnCgroup).
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(inOwnCgroup{m}, map[string]func(){
 		"leaderrun": func() {
 			// As main does, but first tell the script our pid.
 			sigs := make(chan os.Signal, 16)

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +38,9 @@ import (
 // (root alone could open it).
 //
 // The holder records the FIFO in its Where (EndPath, EndIno). A follower
-// looks before it opens (openEnd): the path must name a FIFO with that
-// inode, owned by the holder's user or root; on a byte it only looks,
+// looks before it opens (openEnd): the path must be the holder's own end
+// signal file, in its user's directory and named after it, a FIFO with
+// that inode owned by the holder's user; on a byte it only looks,
 // never kills: the command must have exited and its cgroup must be empty
 // or removed (prover_linux.go). Before Send, Stopping may write another
 // word (wordStopping, endBytes bytes too), which lets the follower that
@@ -112,15 +115,16 @@ func openWriteEnd(p string) (int, error) {
 }
 
 // endDir returns the directory of this user's end signals, made if
-// needed: /run/leaderrun for root; else leaderrun in $XDG_RUNTIME_DIR, or
-// in /run/user/UID; else leaderrun-UID in the temporary directory. It must
-// be a directory of this user's that no other may write.
+// needed: the first of endDirs whose parent is a directory (the last,
+// in the temporary directory, is made in any case). It must be a
+// directory of this user's that no other may enter (checkEndDir).
 func endDir() (string, error) {
 	uid := os.Geteuid()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-%d", uid))
-	for _, c := range []string{runtimeBase(uid), fmt.Sprintf("/run/user/%d", uid)} {
-		if fi, err := os.Stat(c); c != "" && err == nil && fi.IsDir() {
-			dir = filepath.Join(c, "leaderrun")
+	dirs := endDirs(uid)
+	dir := dirs[len(dirs)-1]
+	for _, d := range dirs[:len(dirs)-1] {
+		if fi, err := os.Stat(filepath.Dir(d)); err == nil && fi.IsDir() {
+			dir = d
 			break
 		}
 	}
@@ -131,26 +135,43 @@ func endDir() (string, error) {
 	if err := unix.Lstat(dir, &st); err != nil {
 		return "", fmt.Errorf("the end signals' directory: %w", err)
 	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return "", fmt.Errorf("the end signals' directory %s is not a directory", dir)
-	case int(st.Uid) != uid:
-		return "", fmt.Errorf("the end signals' directory %s belongs to uid %d, not to this process's %d", dir, st.Uid, uid)
-	case st.Mode&0o022 != 0:
-		return "", fmt.Errorf("the end signals' directory %s may be written by others (mode %#o)", dir, st.Mode&0o777)
+	if err := checkEndDir(st, dir, uint32(uid)); err != nil {
+		return "", err
 	}
 	return dir, nil
 }
 
-// runtimeBase is the runtime directory that endDir prefers for uid.
-func runtimeBase(uid int) string {
+// endDirs returns the directories where a leaderrun of uid keeps its end
+// signals, in the order endDir prefers them: /run/leaderrun for root;
+// else leaderrun in $XDG_RUNTIME_DIR (known only for this process's own
+// user), then in /run/user/UID; last leaderrun-UID in the temporary
+// directory. A follower accepts an end signal only in one of these of the
+// holder's user (openEnd).
+func endDirs(uid int) []string {
+	var dirs []string
 	if uid == 0 {
-		return "/run"
+		dirs = append(dirs, "/run/leaderrun")
+	} else {
+		if d := os.Getenv("XDG_RUNTIME_DIR"); uid == os.Geteuid() && filepath.IsAbs(d) {
+			dirs = append(dirs, filepath.Join(d, "leaderrun"))
+		}
+		dirs = append(dirs, fmt.Sprintf("/run/user/%d/leaderrun", uid))
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return d
+	return append(dirs, filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-%d", uid)))
+}
+
+// checkEndDir checks that st, what the end signals' directory dir names
+// (not followed), is a directory of uid's that no other user may enter.
+func checkEndDir(st unix.Stat_t, dir string, uid uint32) error {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("the end signals' directory %s is not a directory", dir)
+	case st.Uid != uid:
+		return fmt.Errorf("the end signals' directory %s belongs to uid %d, not to %d", dir, st.Uid, uid)
+	case st.Mode&0o077 != 0:
+		return fmt.Errorf("the end signals' directory %s may be used by others (mode %#o, want 0700)", dir, st.Mode&0o777)
 	}
-	return ""
+	return nil
 }
 
 // sweepEnds removes from dir the FIFOs that processes of this PID
@@ -267,30 +288,51 @@ type endReader struct {
 // process whose pidfd the caller holds (so that w.Pid is that process
 // while it lives). It returns nil, nil when w names none. The path comes
 // from the store, where anyone with access may have written anything, so
-// it looks before it opens: the path, not followed should it be a
-// symbolic link, must name a FIFO with inode w.EndIno that belongs to
-// the holder's user or to root. Only then does it open that very file
-// (through the descriptor that looked, which opened nothing: no device's
-// open ran, no terminal became this process's), for reading, without
-// blocking and with O_NOCTTY; checks that the holder still lives, with
-// its start time, so that the user read was the holder's; and checks
-// again what it opened.
+// it must be exactly the holder's own end signal file, and it looks
+// before it opens: the path's directory must be one of endDirs of the
+// holder's user, and, not followed should it be a symbolic link, a
+// directory of that user's that no other may enter; the file's name must
+// be the one NewEndSignal gives, after the PID namespace, pid and start
+// time that w names; and the file, looked up from the checked directory
+// and not followed should it be a link, must be a FIFO with inode
+// w.EndIno that belongs to the holder's user and that no other may
+// write. Only then does it open that very file (through the descriptor
+// that looked, which opened nothing: no device's open ran, no terminal
+// became this process's), for reading, without blocking and with
+// O_NOCTTY; checks that the holder still lives, with its start time, so
+// that the user read was the holder's; and checks again what it opened.
 func openEnd(w Where, holder *process) (*endReader, error) {
 	if w.EndIno == 0 {
 		return nil, nil
 	}
-	look, err := unix.Open(w.EndPath, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	uid, err := holder.uid()
+	if err != nil {
+		return nil, err
+	}
+	dir, name := filepath.Split(w.EndPath)
+	dir = filepath.Clean(dir)
+	if err := isEndName(w, dir, name, uid); err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotEnd, err)
+	}
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("look up the leader's end signals' directory: %w", err)
+	}
+	defer unix.Close(dirfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dirfd, &st); err != nil {
+		return nil, fmt.Errorf("stat the leader's end signals' directory: %w", err)
+	}
+	if err := checkEndDir(st, dir, uid); err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotEnd, err)
+	}
+	look, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("look up the leader's end signal: %w", err)
 	}
 	defer unix.Close(look)
-	var st unix.Stat_t
 	if err := unix.Fstat(look, &st); err != nil {
 		return nil, fmt.Errorf("stat the leader's end signal: %w", err)
-	}
-	uid, err := holder.uid()
-	if err != nil {
-		return nil, err
 	}
 	if err := isEnd(st, w, uid); err != nil {
 		return nil, err
@@ -316,9 +358,22 @@ func openEnd(w Where, holder *process) (*endReader, error) {
 // was forged.
 var errNotEnd = errors.New("not the leader's end signal; not opened")
 
+// isEndName checks that dir and name, w's end signal path split, are
+// where the holder of uid that w names keeps its end signal: dir one of
+// endDirs(uid), name end-PIDNS-PID-START-SEQ after w.
+func isEndName(w Where, dir, name string, uid uint32) error {
+	if !slices.Contains(endDirs(int(uid)), dir) {
+		return fmt.Errorf("the leader's end signal %s is not in an end signals' directory of uid %d", w.EndPath, uid)
+	}
+	seq, ok := strings.CutPrefix(name, fmt.Sprintf("end-%d-%d-%d-", w.PIDNS, w.Pid, w.Start))
+	if n, err := parseDecimal(seq); !ok || err != nil || n == 0 {
+		return fmt.Errorf("the leader's end signal %s is not named after the leader", w.EndPath)
+	}
+	return nil
+}
+
 // isEnd checks that st, what w's end signal path names, is a FIFO with
-// inode w.EndIno that belongs to uid or to root and that no other may
-// write.
+// inode w.EndIno that belongs to uid and that no other may write.
 func isEnd(st unix.Stat_t, w Where, uid uint32) error {
 	if err := endMismatch(st, w, uid); err != nil {
 		return fmt.Errorf("%w: %w", errNotEnd, err)
@@ -332,7 +387,7 @@ func endMismatch(st unix.Stat_t, w Where, uid uint32) error {
 		return fmt.Errorf("the leader's end signal %s is not a FIFO (mode %#o)", w.EndPath, st.Mode)
 	case st.Ino != w.EndIno:
 		return fmt.Errorf("the leader's end signal %s is inode %d, not %d", w.EndPath, st.Ino, w.EndIno)
-	case st.Uid != uid && st.Uid != 0:
+	case st.Uid != uid:
 		return fmt.Errorf("the leader's end signal %s belongs to uid %d, not to the leader's %d", w.EndPath, st.Uid, uid)
 	case st.Mode&0o022 != 0:
 		return fmt.Errorf("the leader's end signal %s may be written by others (mode %#o)", w.EndPath, st.Mode&0o777)

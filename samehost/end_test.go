@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -148,28 +149,17 @@ func TestProveNeverTakesForgedTerminal(t *testing.T) {
 		{"the holder's descriptor through /proc", fmt.Sprintf("v3 %s end_ino=%d end_path=/proc/%d/fd/3", rest, ino, ten.holder.Process.Pid)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ready := filepath.Join(t.TempDir(), "ready")
-			var stderr bytes.Buffer
-			f := exec.Command(prog)
-			f.Env = append(os.Environ(), "LOCAL_TEST_ROLE=follower", "LOCAL_TEST_WHERE="+tc.where, "LOCAL_TEST_READY="+ready)
-			f.Stderr = &stderr
-			f.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
-			if err := f.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- f.Wait() }()
-			defer func() {
-				f.Process.Kill()
-				<-done
-				t.Logf("the follower's log:\n%s", stderr.String())
-			}()
+			c := exec.Command(prog)
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+			f := startFollower(t, c, tc.where)
 			waitUntil(t, "the follower to watch the holder", func() bool {
-				if _, err := os.Stat(ready); err == nil {
+				if _, err := os.Stat(f.ready); err == nil {
 					return true
 				}
-				if f.ProcessState != nil || len(done) > 0 {
+				select {
+				case <-f.exited:
 					t.Fatal("the follower ended before it watched the holder")
+				default:
 				}
 				return false
 			})
@@ -186,19 +176,47 @@ func TestProveNeverTakesForgedTerminal(t *testing.T) {
 			if err := f.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			var err error
 			select {
-			case err = <-done:
-				done <- err
+			case <-f.exited:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the follower did not end at SIGTERM")
 			}
+			err := f.err
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 				t.Errorf("the follower ended with %v after a ^C on the terminal; want it killed by the SIGTERM sent after", err)
 			}
 		})
 	}
+}
+
+// follower is a follower process (LOCAL_TEST_ROLE=follower, follow).
+type follower struct {
+	*exec.Cmd
+	exited chan struct{} // closed once it exited
+	err    error         // its Wait's, once exited is closed
+	ready  string        // the file it writes once it watches the holder
+	log    bytes.Buffer
+}
+
+// startFollower starts c, the test binary or a program that runs it, as a
+// follower that proves dead the holder the Where text where names. It is
+// killed, and its log logged, when the test ends.
+func startFollower(t *testing.T, c *exec.Cmd, where string) *follower {
+	t.Helper()
+	f := &follower{Cmd: c, exited: make(chan struct{}), ready: filepath.Join(t.TempDir(), "ready")}
+	c.Env = append(os.Environ(), "LOCAL_TEST_ROLE=follower", "LOCAL_TEST_WHERE="+where, "LOCAL_TEST_READY="+f.ready)
+	c.Stderr = &f.log
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { f.err = c.Wait(); close(f.exited) }()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-f.exited
+		t.Logf("the follower's log:\n%s", f.log.String())
+	})
+	return f
 }
 
 // session returns the session whose controlling terminal the pty is, 0
@@ -240,39 +258,78 @@ func awaitEcho(t *testing.T, master *os.File, want string) {
 	}
 }
 
-// readers reports whether the FIFO p has a reader: an open for writing
-// that does not block fails with ENXIO while it has none.
-func readers(t *testing.T, p string) bool {
+// heldHere reports whether this process has a descriptor open on the
+// file p names (by device and inode, through /proc/self/fd).
+func heldHere(t *testing.T, p string) bool {
 	t.Helper()
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENXIO) {
-		return false
+	var want unix.Stat_t
+	if err := unix.Stat(p, &want); err != nil {
+		t.Fatal(err)
 	}
+	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	unix.Close(fd)
-	return true
+	for _, e := range entries {
+		var st unix.Stat_t
+		if unix.Stat("/proc/self/fd/"+e.Name(), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			return true
+		}
+	}
+	return false
+}
+
+// readFIFO plays a daemon with a FIFO of its own (LOCAL_TEST_ROLE=
+// fifo-reader): it opens LOCAL_TEST_FIFO for reading, writes the file
+// LOCAL_TEST_READY, and at SIGUSR1 reads what one read without waiting
+// gives into the file LOCAL_TEST_OUT and exits.
+func readFIFO() int {
+	fd, err := unix.Open(os.Getenv("LOCAL_TEST_FIFO"), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 3
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	os.WriteFile(os.Getenv("LOCAL_TEST_READY"), nil, 0o644)
+	<-sigs
+	b := make([]byte, 16)
+	n, _ := unix.Read(fd, b)
+	out := os.Getenv("LOCAL_TEST_OUT")
+	os.WriteFile(out+".tmp", b[:max(n, 0)], 0o644)
+	os.Rename(out+".tmp", out)
+	return 0
 }
 
 // TestProveOpensOnlyTheHoldersFIFO: a follower opens the end signal that
-// a record names only if it is a FIFO of the holder's user (or root) with
-// the recorded inode that no other user may write, named by a path that is
-// not a symbolic link. A record forged to name another user's FIFO, one
-// that others may write, or a link to the holder's own, is watched for
-// the holder's death only: nobody reads that FIFO.
+// a record names only if the path is the holder's own end signal file:
+// in the directory of the holder's user's end signals (a directory of
+// that user's that no other may enter), named after the holder's PID
+// namespace, pid and start time, a FIFO of the holder's user with the
+// recorded inode that no other user may write, reached without a
+// symbolic link. A record forged to name anything else is watched for the
+// holder's death only: this process opens none of those files (judged by
+// its /proc/self/fd), and a daemon's FIFO keeps the byte a writer meant
+// for the daemon.
 func TestProveOpensOnlyTheHoldersFIFO(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("making a FIFO of another user takes root")
 	}
 	ten := startTenure(t, shape{end: true})
-	dir := t.TempDir()
-	plant := func(t *testing.T, name string, mode uint32, uid int) (string, uint64) {
+	other := startTenure(t, shape{end: true})
+	holderDir := filepath.Dir(ten.where.EndPath)
+	holderName := func(seq int) string {
+		return fmt.Sprintf("end-%d-%d-%d-%d", ten.where.PIDNS, ten.where.Pid, ten.where.Start, seq)
+	}
+	dir := t.TempDir() // root's alone, as a daemon's own directory may be
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	plant := func(t *testing.T, p string, mode uint32, uid int) (string, uint64) {
 		t.Helper()
-		p := filepath.Join(dir, name)
 		if err := unix.Mkfifo(p, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { os.Remove(p) })
 		if err := os.Chmod(p, os.FileMode(mode)); err != nil {
 			t.Fatal(err)
 		}
@@ -285,6 +342,54 @@ func TestProveOpensOnlyTheHoldersFIFO(t *testing.T) {
 		}
 		return p, st.Ino
 	}
+	link := func(t *testing.T, target, p string) {
+		t.Helper()
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(p) })
+	}
+	// A daemon reads a FIFO of root's, into which a writer has put a
+	// byte for it.
+	daemonFIFO, daemonIno := plant(t, filepath.Join(dir, "daemon"), 0o600, 0)
+	daemonOut := filepath.Join(dir, "daemon-read")
+	daemon := func(t *testing.T) {
+		t.Helper()
+		ready := filepath.Join(dir, "daemon-ready")
+		d := exec.Command(os.Args[0])
+		d.Env = append(os.Environ(), "LOCAL_TEST_ROLE=fifo-reader", "LOCAL_TEST_FIFO="+daemonFIFO,
+			"LOCAL_TEST_READY="+ready, "LOCAL_TEST_OUT="+daemonOut)
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { d.Wait(); close(exited) }()
+		t.Cleanup(func() { d.Process.Kill(); <-exited })
+		waitUntil(t, "the daemon to open its FIFO", func() bool { _, err := os.Stat(ready); return err == nil })
+		w, err := os.OpenFile(daemonFIFO, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		t.Cleanup(func() {
+			// After the follower: the daemon reads its byte.
+			if err := d.Process.Signal(syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			waitUntil(t, "the daemon's read", func() bool {
+				var err error
+				got, err = os.ReadFile(daemonOut)
+				return err == nil
+			})
+			if string(got) != "x" {
+				t.Errorf("the daemon read %q from its FIFO, want the byte written for it, %q", got, "x")
+			}
+		})
+	}
 	for _, tc := range []struct {
 		name   string
 		forge  func(t *testing.T) (path string, ino uint64, fifo string)
@@ -293,20 +398,35 @@ func TestProveOpensOnlyTheHoldersFIFO(t *testing.T) {
 		{"the holder's own", func(t *testing.T) (string, uint64, string) {
 			return ten.where.EndPath, ten.where.EndIno, ten.where.EndPath
 		}, true},
-		{"another user's FIFO", func(t *testing.T) (string, uint64, string) {
-			p, ino := plant(t, "other", 0o600, 65534)
+		{"another user's FIFO named as the holder's, in its directory", func(t *testing.T) (string, uint64, string) {
+			p, ino := plant(t, filepath.Join(holderDir, holderName(1001)), 0o600, 65534)
 			return p, ino, p
 		}, false},
-		{"a FIFO that others may write", func(t *testing.T) (string, uint64, string) {
-			p, ino := plant(t, "open", 0o622, 0)
+		{"a FIFO that others may write, named as the holder's, in its directory", func(t *testing.T) (string, uint64, string) {
+			p, ino := plant(t, filepath.Join(holderDir, holderName(1002)), 0o622, 0)
 			return p, ino, p
+		}, false},
+		{"a root FIFO outside the directory, which a daemon reads", func(t *testing.T) (string, uint64, string) {
+			daemon(t)
+			return daemonFIFO, daemonIno, daemonFIFO
+		}, false},
+		{"another holder's end signal", func(t *testing.T) (string, uint64, string) {
+			return other.where.EndPath, other.where.EndIno, other.where.EndPath
 		}, false},
 		{"a link to the holder's FIFO", func(t *testing.T) (string, uint64, string) {
 			p := filepath.Join(dir, "link")
-			if err := os.Symlink(ten.where.EndPath, p); err != nil {
-				t.Fatal(err)
-			}
+			link(t, ten.where.EndPath, p)
 			return p, ten.where.EndIno, ten.where.EndPath
+		}, false},
+		{"the holder's FIFO through a linked directory", func(t *testing.T) (string, uint64, string) {
+			d := filepath.Join(dir, "leaderrun")
+			link(t, holderDir, d)
+			return filepath.Join(d, filepath.Base(ten.where.EndPath)), ten.where.EndIno, ten.where.EndPath
+		}, false},
+		{"a link named as the holder's FIFO, in its directory, to a root FIFO", func(t *testing.T) (string, uint64, string) {
+			p := filepath.Join(holderDir, holderName(1003))
+			link(t, daemonFIFO, p)
+			return p, daemonIno, daemonFIFO
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -315,8 +435,8 @@ func TestProveOpensOnlyTheHoldersFIFO(t *testing.T) {
 			w.EndPath, w.EndIno = path, ino
 			ctx, cancel := context.WithCancel(t.Context())
 			done := prove(t, ctx, record(w)) // opened (or not) before it watches
-			if got := readers(t, fifo); got != tc.opened {
-				t.Errorf("%s has a reader: %v, want %v", fifo, got, tc.opened)
+			if got := heldHere(t, fifo); got != tc.opened {
+				t.Errorf("the follower has %s open: %v, want %v", fifo, got, tc.opened)
 			}
 			cancel()
 			returned(t, done, "its context ended")

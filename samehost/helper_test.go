@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/leaderrun/leaderrun/internal/cgroupv2"
 	"github.com/leaderrun/leaderrun/internal/procstat"
+	"github.com/leaderrun/leaderrun/internal/testenv/cgrouptest"
+	"github.com/leaderrun/leaderrun/internal/testenv/citest"
 )
 
 // The test binary plays the processes of a tenure, by LOCAL_TEST_ROLE:
@@ -27,6 +30,7 @@ import (
 //	         is set), writes "command sleeper" pids to LOCAL_TEST_PIDS,
 //	         and sleeps;
 //	sleeper: sleeps;
+//	fifo-reader: a daemon with a FIFO of its own (readFIFO, end_test.go);
 //	follower: proves a holder dead (follow, end_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv("LOCAL_TEST_ROLE") {
@@ -109,11 +113,24 @@ func TestMain(m *testing.M) {
 		sleepForever()
 	case "sleeper":
 		sleepForever()
+	case "fifo-reader":
+		os.Exit(readFIFO())
 	case "follower":
 		os.Exit(follow())
 	}
-	os.Exit(m.Run())
+	// The holders' commands get their cgroups below the test binary's
+	// own: no other leaderrun on the host kills or removes them for the
+	// followers the tests play.
+	var leave func()
+	leave, testCgroupErr = cgrouptest.Enter()
+	code := m.Run()
+	leave()
+	os.Exit(code)
 }
+
+// testCgroupErr is why the test binary runs in no cgroup of its own, or
+// nil.
+var testCgroupErr error
 
 // sleepForever blocks for good (a bare select{} would be a deadlock the
 // runtime ends).
@@ -225,12 +242,15 @@ func cgroupsForTest(t *testing.T) string {
 	if !ok {
 		t.Skip("no cgroup v2 hierarchy")
 	}
-	dir := root + rel
+	dir := filepath.Join(root, rel)
 	probe, err := os.MkdirTemp(dir, "leaderrun-probe-")
 	if err != nil {
 		t.Skipf("cannot make cgroups here: %v", err)
 	}
 	os.Remove(probe)
+	if testCgroupErr != nil {
+		citest.Missing(t, "the test binary has no cgroup of its own, where other leaderruns on the host would not reclaim its holders' cgroups: %v", testCgroupErr)
+	}
 	return dir
 }
 

@@ -428,7 +428,7 @@ func TestEndClaimLastsUntilClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := sig.Mark(Where{Pid: self.Pid, Start: self.Start})
+	w := sig.Mark(Where{PIDNS: self.PIDNS, Pid: self.Pid, Start: self.Start})
 	holder, err := openProcess(self.Pid, self.Start, identity{})
 	if err != nil {
 		t.Fatal(err)

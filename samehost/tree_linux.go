@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,27 +89,122 @@ func holdersCgroup(w Where, pid int) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%s and its cgroup cannot be read", shares)
 	}
+	if !cleanCgroupPath(rel) {
+		// A cgroup outside this process's cgroup namespace reads
+		// "/../…": joined to the mount, it would name another file.
+		return "", fmt.Errorf("%s and its cgroup %.80q is not a clean absolute path below this process's cgroup namespace", shares, rel)
+	}
 	mine := fmt.Sprintf("leaderrun-%d-%d-%d-", w.PIDNS, w.Pid, w.Start)
-	seq, ok := strings.CutPrefix(filepath.Base(rel), mine)
-	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil || !filepath.IsAbs(rel) {
+	seq, ok := strings.CutPrefix(path.Base(rel), mine)
+	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil {
 		return "", fmt.Errorf("%s and has no cgroup of its own (it runs in %.80q): a process that left its process group would outlive the group kill", shares, rel)
 	}
 	root, err := cgroupv2.Root()
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", shares, err)
 	}
-	dir := filepath.Join(root, rel)
-	if err := unix.Access(filepath.Join(dir, "cgroup.kill"), unix.W_OK); err != nil {
+	dir := path.Join(root, rel)
+	if err := mayKill(dir); err != nil {
 		return "", fmt.Errorf("%s and its cgroup %s cannot be killed from here: %w", shares, dir, err)
 	}
 	return dir, nil
+}
+
+// mayKill checks that this process may write the cgroup dir's
+// cgroup.kill, by opening it (which kills nothing).
+func mayKill(dir string) error {
+	dirfd, err := openCgroup(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dirfd)
+	fd, err := openCgroupFile(dirfd, dir, "cgroup.kill", unix.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// cleanCgroupPath reports whether rel, a cgroup's path as /proc/PID/cgroup
+// gives it, is absolute and clean, without "..": one that joined to the
+// hierarchy's mount names a directory below it.
+func cleanCgroupPath(rel string) bool {
+	return path.IsAbs(rel) && path.Clean(rel) == rel && !slices.Contains(strings.Split(rel, "/"), "..")
+}
+
+// openCgroup opens the cgroup directory dir (O_PATH), which must be the
+// hierarchy's mount (cgroupv2.Root) followed by a clean path: it is
+// resolved from the mount's root without following any symbolic link,
+// leaving the mount or crossing into another, and must be on cgroup2.
+func openCgroup(dir string) (int, error) {
+	root, err := cgroupv2.Root()
+	if err != nil {
+		return -1, err
+	}
+	rel, ok := strings.CutPrefix(dir, strings.TrimSuffix(root, "/")+"/")
+	if !ok || !cleanCgroupPath("/"+rel) {
+		return -1, fmt.Errorf("%s is not a cgroup below the hierarchy's mount %s", dir, root)
+	}
+	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rootfd)
+	fd, err := unix.Openat2(rootfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s is not on cgroup2 (file system %#x)", dir, fs.Type)
+	}
+	return fd, nil
+}
+
+// openCgroupFile opens the file name of the cgroup directory dirfd
+// (openCgroup; dir names it in errors) with flags, O_RDONLY or
+// O_WRONLY: never creating or truncating it, nor following a link.
+func openCgroupFile(dirfd int, dir, name string, flags int) (int, error) {
+	fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: dir + "/" + name, Err: err}
+	}
+	return fd, nil
 }
 
 // cgroupEmpty reports whether the cgroup dir holds no process: it says
 // "populated 0" in cgroup.events (exited processes awaiting their reaper
 // are no longer members), or it was removed (removed true).
 func cgroupEmpty(dir string) (empty, removed bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	dirfd, err := openCgroup(dir)
+	if err != nil {
+		if gone(err) {
+			return true, true, nil
+		}
+		return false, false, fmt.Errorf("read the command's cgroup: %w", err)
+	}
+	defer unix.Close(dirfd)
+	return eventsEmpty(dirfd, dir)
+}
+
+// eventsEmpty is cgroupEmpty of the cgroup directory dirfd (openCgroup).
+func eventsEmpty(dirfd int, dir string) (empty, removed bool, err error) {
+	fd, err := openCgroupFile(dirfd, dir, "cgroup.events", unix.O_RDONLY)
+	var data []byte
+	if err == nil {
+		f := os.NewFile(uintptr(fd), dir+"/cgroup.events")
+		data, err = io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+	}
 	switch {
 	case gone(err):
 		return true, true, nil
@@ -125,18 +222,29 @@ func gone(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
-// killCgroup kills every process in the cgroup dir (cgroup.kill), waits
-// until none is left (cgroup.events says "populated 0"; exited processes
-// awaiting their reaper are no longer members), and removes it.
+// killCgroup kills every process in the cgroup dir (cgroup.kill; a
+// directory that openCgroup refuses is no cgroup of the hierarchy, and
+// nothing is written there), waits until none is left (cgroup.events
+// says "populated 0"; exited processes awaiting their reaper are no
+// longer members), and removes it.
 func killCgroup(ctx context.Context, dir string) error {
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+	dirfd, err := openCgroup(dir)
+	if err == nil {
+		defer unix.Close(dirfd)
+		var fd int
+		if fd, err = openCgroupFile(dirfd, dir, "cgroup.kill", unix.O_WRONLY); err == nil {
+			_, err = unix.Write(fd, []byte("1"))
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
 		if gone(err) {
 			return nil // removed: empty
 		}
 		return fmt.Errorf("kill the command's cgroup: %w", err)
 	}
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		empty, removed, err := cgroupEmpty(dir)
+		empty, removed, err := eventsEmpty(dirfd, dir)
 		switch {
 		case err != nil:
 			return err

@@ -176,7 +176,7 @@ func (g *cgroup) kill() int {
 	}
 	deadline := time.Now().Add(cgroupKillWait)
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		err := removeTree(g.dir)
+		err := cgroupv2.RemoveTree(g.dir)
 		if err == nil || time.Now().After(deadline) {
 			return n
 		}
@@ -190,23 +190,6 @@ func (g *cgroup) kill() int {
 
 // cgroupKillWait bounds how long kill waits for a cgroup to empty.
 const cgroupKillWait = 10 * time.Second
-
-// removeTree removes the cgroup dir and every cgroup below it, deepest
-// first; a cgroup that still holds a process makes it fail with EBUSY.
-func removeTree(dir string) error {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.IsDir() {
-			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
 
 // procs lists the processes in the cgroup and the cgroups below it.
 func (g *cgroup) procs() []int {
@@ -271,7 +254,7 @@ func removeDeadCgroups(base string, logger *slog.Logger) {
 				logger.Warn("killed what a leaderrun that died left running", "cgroup", g.dir, "processes", n)
 			}
 		case !populated(g.dir):
-			if err := removeTree(g.dir); err != nil {
+			if err := cgroupv2.RemoveTree(g.dir); err != nil {
 				logger.Debug("cannot remove a dead leaderrun's empty cgroup", "cgroup", g.dir, "err", err)
 			}
 			g.unlock()

@@ -18,12 +18,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// requireCgroups skips where children get no cgroup of their own.
+// testCgroupErr is why the test binary runs in no cgroup of its own
+// (cgrouptest.Enter, from TestMain), or nil. In a cgroup of its own its
+// children's cgroups are made below it, where no other leaderrun on the
+// host reclaims them: a test of the reclaim sees this package's work
+// alone.
+var testCgroupErr error
+
+// requireCgroups skips where children get no cgroup of their own, or
+// where the test binary has no cgroup of its own for them.
 func requireCgroups(t *testing.T) string {
 	t.Helper()
 	base := childCgroups(slog.New(slog.DiscardHandler), true)
-	if base == "" {
+	switch {
+	case base == "":
 		citest.Missing(t, "cannot create cgroups here (cgroup v2, as root or delegated); CI runs as root")
+	case testCgroupErr != nil:
+		citest.Missing(t, "the test binary has no cgroup of its own, where other leaderruns on the host would not reclaim its children's: %v", testCgroupErr)
 	}
 	return base
 }

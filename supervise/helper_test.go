@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/testenv/cgrouptest"
 	"github.com/leaderrun/leaderrun/signals"
 	"golang.org/x/sys/unix"
 )
@@ -32,8 +33,11 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}
+	var leave func()
+	leave, testCgroupErr = cgrouptest.Enter()
 	code := m.Run()
 	reclaimTestCgroups()
+	leave()
 	os.Exit(code)
 }
 

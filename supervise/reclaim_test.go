@@ -79,7 +79,9 @@ func startPID1Supervisor(t *testing.T, idle bool) (pid int, cgroup func() string
 // own, are SIGKILLed: the kernel kills their namespaces, and leaves their
 // cgroups empty. The next Start in this namespace removes all twenty; it
 // leaves alone the empty cgroup of a live leaderrun in another namespace,
-// and the cgroup of a live one with its command running.
+// and the cgroup of a live one with its command running. All of them are
+// in the test binary's cgroup of its own: no other leaderrun on the host
+// can do that Start's work.
 func TestDeadPID1SupervisorsEmptyCgroupsAreRemoved(t *testing.T) {
 	requireCgroups(t)
 	requireNamespaces(t)
@@ -117,29 +119,20 @@ func TestDeadPID1SupervisorsEmptyCgroupsAreRemoved(t *testing.T) {
 	next := startHelper(t, Spec{}, "exit", "0")
 	waitDone(t, next)
 
-	// Another leaderrun starting on this machine (a test running beside
-	// this one) may have locked some of them first and be removing them:
-	// wait until they are gone, whoever removes them.
-	deadline := time.Now().Add(testTimeout)
-	for {
-		var left []string
-		for _, dir := range dead {
-			if !noFile(dir) {
-				left = append(left, dir)
-			}
+	// In the test binary's cgroup of its own (enterTestCgroup), no other
+	// leaderrun on the host reclaims them: the next Start alone must have.
+	var left []string
+	for _, dir := range dead {
+		if !noFile(dir) {
+			left = append(left, dir)
 		}
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			for _, dir := range left {
-				events, _ := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-				t.Logf("left: %s (%q, processes %v)", dir, events, (&cgroup{dir: dir}).procs())
-			}
-			t.Errorf("%d of the %d empty cgroups of dead leaderruns left %v after the next Start", len(left), n, testTimeout)
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	for _, dir := range left {
+		events, _ := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		t.Logf("left: %s (%q, processes %v)", dir, events, (&cgroup{dir: dir}).procs())
+	}
+	if len(left) > 0 {
+		t.Errorf("%d of the %d empty cgroups of dead leaderruns left after the next Start", len(left), n)
 	}
 	if _, err := os.Stat(idleDir); err != nil {
 		t.Errorf("the empty cgroup of a live leaderrun in another namespace was removed: %v", err)

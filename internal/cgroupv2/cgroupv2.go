@@ -1,13 +1,15 @@
 // Package cgroupv2 reads where processes sit in the cgroup v2 hierarchy
-// and where that hierarchy is mounted: what supervise needs to give each
-// child a cgroup of its own, and what the same-host fast path (package
-// samehost) needs to find a dead leader's command's cgroup.
+// and where that hierarchy is mounted, and removes a cgroup with those
+// below it: what supervise needs to give each child a cgroup of its own,
+// and what the same-host fast path (package samehost) needs to find a
+// dead leader's command's cgroup.
 package cgroupv2
 
 import (
 	"bufio"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -47,4 +49,22 @@ func Root() (string, error) {
 		}
 	}
 	return "", errors.New("cgroup v2 is not mounted whole")
+}
+
+// RemoveTree removes the cgroup dir and every cgroup below it, deepest
+// first; a cgroup that still holds a process makes it fail with EBUSY. A
+// dir already gone is no error.
+func RemoveTree(dir string) error {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := RemoveTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
