@@ -353,6 +353,35 @@ func openEnd(w Where, holder *process) (*endReader, error) {
 	return &endReader{f: os.NewFile(uintptr(fd), "end-signal")}, nil
 }
 
+// removeDeadEnd removes the end signal that w names, of a holder of user
+// uid that is dead (its own removal died with it), when it is still that
+// holder's: the same checks as openEnd's, then an unlink relative to the
+// checked directory. What it cannot check or remove it leaves: the next
+// end signal made in that directory sweeps it (sweepEnds).
+func removeDeadEnd(w Where, uid uint32) {
+	if w.EndIno == 0 {
+		return
+	}
+	dir, name := filepath.Split(w.EndPath)
+	dir = filepath.Clean(dir)
+	if isEndName(w, dir, name, uid) != nil {
+		return
+	}
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dirfd)
+	var st unix.Stat_t
+	if unix.Fstat(dirfd, &st) != nil || checkEndDir(st, dir, uid) != nil {
+		return
+	}
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || isEnd(st, w, uid) != nil {
+		return
+	}
+	_ = unix.Unlinkat(dirfd, name, 0)
+}
+
 // errNotEnd is wrapped by openEnd's error for a path that names
 // something else than the holder's end signal: a record that is stale or
 // was forged.

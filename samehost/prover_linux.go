@@ -49,6 +49,9 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (en
 	defer holder.Close()
 	defer child.Close()
 	log := p.logger().With("leader", rec.Holder, "leader_token", rec.Token, "leader_pid", w.Pid, "command_pid", w.Child)
+	// The holder's user, read while it lives, for its end signal's
+	// removal once it is dead.
+	uid, uidErr := holder.uid()
 	end, err := openEnd(w, holder)
 	switch {
 	case errors.Is(err, errNotEnd):
@@ -143,6 +146,9 @@ watch:
 		return false, err
 	}
 	log.Info("the dead leader's command and its "+what+" are gone", "took", time.Since(died).Round(time.Microsecond))
+	if uidErr == nil {
+		removeDeadEnd(w, uid) // what the killed leader could not remove
+	}
 	return false, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -96,6 +97,13 @@ func TestProveKillsDeadHoldersTree(t *testing.T) {
 			if running(ten.sleeper) || running(ten.command) {
 				t.Errorf("after Prove, command running = %v, sleeper running = %v; want both dead",
 					running(ten.command), running(ten.sleeper))
+			}
+			// The killed leader could not remove its end signal: the
+			// follower that proved it dead does.
+			if p := ten.where.EndPath; p != "" {
+				if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the dead leader's end signal %s is still there after Prove (%v)", p, err)
+				}
 			}
 		})
 	}
