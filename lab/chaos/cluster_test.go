@@ -364,7 +364,9 @@ func (c *cluster) expectTerm(r *replica) ([]string, string) {
 			break
 		}
 		if armedIgnore(evs[i:], e.token) {
-			return []string{"signal: killed"}, fmt.Sprintf("leader; its child %d ignores SIGTERM", e.pid)
+			// leaderrun SIGKILLs it after the kill grace, and exits 137
+			// rather than die by its own SIGKILL.
+			return []string{"exit status 137"}, fmt.Sprintf("leader; its child %d ignores SIGTERM", e.pid)
 		}
 		return []string{fmt.Sprintf("exit status %d", childExitCode)}, fmt.Sprintf("leader; its child %d exits %d", e.pid, childExitCode)
 	}

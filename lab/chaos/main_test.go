@@ -107,7 +107,10 @@ func leaderrunBinary(t *testing.T) string {
 		if len(buildTags) > 0 {
 			args = append(args, "-tags", strings.Join(buildTags, ","))
 		}
-		c := exec.Command(goTool(), append(args, "github.com/leaderrun/leaderrun")...)
+		// From the product's own module (the repository, two levels up
+		// from lab/chaos), with its go.mod and go.sum: what users build.
+		c := exec.Command(goTool(), append(args, ".")...)
+		c.Dir = filepath.Join("..", "..")
 		c.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := c.CombinedOutput()
 		if err != nil {
