@@ -193,7 +193,7 @@ func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
 		&cli.StringFlag{Name: "store", EnvVars: env("store"), DefaultText: defaultStoreText,
-			Usage: "store DSN: sqlite:PATH, postgres://…, mysql://…, redis://…, etcd://… (see the README)"},
+			Usage: "store DSN: sqlite:PATH, postgres://…, mysql://…, redis://…, etcd://…, k8s://NAMESPACE (see the README)"},
 		&cli.StringFlag{Name: "store-file", EnvVars: env("store-file"), TakesFile: true,
 			Usage: "read the store DSN from the first line of this file instead, so a password stays out of the process list"},
 		&cli.StringFlag{Name: "identity", EnvVars: env("identity"), DefaultText: "host:pid:random", Usage: "this replica's holder identity"},

@@ -1,6 +1,4 @@
-//go:build kubernetes
-
-package main
+package e2e
 
 import (
 	"context"
@@ -13,9 +11,10 @@ import (
 	"github.com/leaderrun/leaderrun/internal/testenv/kubetest"
 )
 
-// With -tags kubernetes (make test-kube), the scripts that run once per
-// store (TestFastStores, TestJudge, TestPartitions) run on the Kubernetes
-// store too: an API server of each test's own, a namespace per script.
+// The scripts that run once per store (TestFastStores, TestJudge,
+// TestPartitions) run on the Kubernetes store too: an API server of each
+// test's own, a namespace per script. make test-kube runs them; make test
+// skips them (LEADERRUN_TEST_KUBE_SKIP).
 func init() {
 	scriptStores = append(scriptStores, scriptStore{"k8s", func(t *testing.T) func(*testscript.Env) string {
 		srv := kubetest.Start(t)

@@ -34,7 +34,8 @@ type Opener func(ctx context.Context, dsn string, opts OpenOptions) (Store, erro
 var (
 	registryMu sync.Mutex // guards openers and keyValue
 	openers    = map[string]Opener{}
-	keyValue   string // the scheme whose opener takes keyword=value DSNs
+	keyValue   string            // the scheme whose opener takes keyword=value DSNs
+	leftOut    map[string]string // scheme → the build tag that left its store out
 )
 
 // Register makes a store available under a DSN scheme ("sqlite",
@@ -62,6 +63,20 @@ func RegisterStore[S Store](open func(ctx context.Context, dsn string, opts Open
 	}
 	for _, scheme := range schemes {
 		Register(scheme, opener)
+	}
+}
+
+// RegisterLeftOut records that this build leaves out the store of schemes
+// because it was built with tag (noetcd, nokubernetes), so that Open of
+// such a DSN says how to get it.
+func RegisterLeftOut(tag string, schemes ...string) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if leftOut == nil {
+		leftOut = map[string]string{}
+	}
+	for _, scheme := range schemes {
+		leftOut[scheme] = tag
 	}
 }
 
@@ -147,6 +162,9 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 // hold one: only a well-formed scheme followed by "//" is.
 func OpenWith(ctx context.Context, dsn string, opts OpenOptions) (Store, error) {
 	scheme, rest, open, _ := storeFor(dsn)
+	registryMu.Lock()
+	tag := leftOut[scheme]
+	registryMu.Unlock()
 	switch {
 	case open != nil:
 		return open(ctx, dsn, opts)
@@ -156,6 +174,9 @@ func OpenWith(ctx context.Context, dsn string, opts OpenOptions) (Store, error) 
 		return nil, fmt.Errorf("store: the DSN has no scheme leaderrun knows (it is not shown: it may hold a password); "+
 			"write sqlite:PATH for an SQLite file, or SCHEME://… with a scheme of %s: %w",
 			strings.Join(Schemes(), ", "), ErrRefused)
+	case tag != "":
+		return nil, fmt.Errorf("store: unknown scheme %q: this build leaves it out (-tags %s); build without that tag (known: %s): %w",
+			scheme, tag, strings.Join(Schemes(), ", "), ErrRefused)
 	default:
 		return nil, fmt.Errorf("store: unknown scheme %q (known: %s): %w",
 			scheme, strings.Join(Schemes(), ", "), ErrRefused)

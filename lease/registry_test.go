@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,6 +64,34 @@ func TestSketchShowsNoSecret(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("Sketch(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+}
+
+// TestOpenSaysHowToGetALeftOutStore: a build that leaves a store out
+// (-tags noetcd, nokubernetes) says so when a DSN names it, and how to get
+// it, instead of only "unknown scheme".
+func TestOpenSaysHowToGetALeftOutStore(t *testing.T) {
+	lease.RegisterLeftOut("noexample", "example")
+	_, err := lease.Open(context.Background(), "example://u:hunter2@h/x")
+	want := `unknown scheme "example": this build leaves it out (-tags noexample); build without that tag`
+	if !errors.Is(err, lease.ErrRefused) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Open of a left-out store = %v, want a refusal saying %q, without the password", err, want)
+	}
+}
+
+// TestEveryStoreIsBuiltOrSaysWhyNot: the default build has every store,
+// the Kubernetes one included; a build with an opt-out tag names the tag
+// when asked for the store it left out.
+func TestEveryStoreIsBuiltOrSaysWhyNot(t *testing.T) {
+	for _, dsn := range []string{"etcd://127.0.0.1:1/x", "k8s://ns?kubeconfig=/nonexistent/kubeconfig"} {
+		scheme, _, _ := strings.Cut(dsn, ":")
+		if slices.Contains(lease.Schemes(), scheme) {
+			continue
+		}
+		_, err := lease.Open(context.Background(), dsn)
+		if err == nil || !strings.Contains(err.Error(), "this build leaves it out") {
+			t.Errorf("scheme %q is not built in, and Open(%q) = %v does not say how to get it", scheme, dsn, err)
 		}
 	}
 }

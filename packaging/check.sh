@@ -108,6 +108,12 @@ LEADERRUN_STORE="sqlite:$tmp/x.db" timeout 60 /usr/bin/leaderrun --name pkgcheck
 [[ $rc == 3 ]] || fail "leaderrun --once -- sh -c 'exit 3' exited $rc, want 3"
 echo "ok: token seen, exit status passed through"
 
+step "every store is built in"
+# A build without the Kubernetes store would say: unknown scheme "k8s".
+out=$(/usr/bin/leaderrun status --store "k8s://pkgcheck?kubeconfig=$tmp/no-kubeconfig" 2>&1) && fail "status on a missing kubeconfig succeeded: $out"
+[[ $out == *"open kubernetes store"* ]] || fail "the installed binary has no Kubernetes store: $out"
+echo "ok: k8s:// opens the Kubernetes store"
+
 step "systemd unit"
 if command -v systemd-analyze >/dev/null; then
 	man_check=--man=yes

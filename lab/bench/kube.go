@@ -9,12 +9,9 @@ import (
 // beside client-go's own leader election (bench/kubeelector), both on one
 // kube-apiserver that the section starts (internal/testenv/kubetest), measured in
 // the same run: graceful hand-off, crash failover and the API server's
-// lease requests for one leader and two followers. It needs a benchmark
-// built with -tags kubernetes (kube_run.go); without it the section says
-// so and measures nothing.
+// lease requests for one leader and two followers (kube_run.go).
 
-// kubeSection measures the section; kube_run.go sets it when the
-// benchmark is built with -tags kubernetes.
+// kubeSection measures the section; kube_run.go sets it.
 var kubeSection func(b *bench, ctx context.Context) *kubeResult
 
 // kubeResult is the kube section's results.
@@ -74,8 +71,7 @@ func (l *kubeLoad) PerSecond() float64 {
 // runKube runs the kube section, or says why it cannot.
 func (b *bench) runKube(ctx context.Context) *kubeResult {
 	if kubeSection == nil {
-		return &kubeResult{Note: "not measured: the benchmark was built without -tags kubernetes " +
-			"(go run -tags kubernetes ./bench -only kube)"}
+		return &kubeResult{Note: "not measured: this benchmark has no kube section"}
 	}
 	return kubeSection(b, ctx)
 }

@@ -1,5 +1,3 @@
-//go:build kubernetes
-
 package main
 
 import (
@@ -34,7 +32,7 @@ const kubeSettle = 15 * time.Second
 // kubeEnv is the section's API server and binaries.
 type kubeEnv struct {
 	srv     *kubetest.Server
-	lrBin   string // leaderrun built with -tags kubernetes
+	lrBin   string // leaderrun, as make build builds it
 	elector string // bench/kubeelector
 	http    *http.Client
 }
@@ -50,7 +48,7 @@ func measureKube(b *bench, ctx context.Context) *kubeResult {
 	env := &kubeEnv{http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
 	var err error
-	b.progress("kube: building leaderrun (-tags kubernetes) and bench/kubeelector")
+	b.progress("kube: building leaderrun and bench/kubeelector")
 	if env.lrBin, env.elector, err = b.buildKube(); err != nil {
 		res.Note = "not measured: " + err.Error()
 		return res
@@ -202,20 +200,20 @@ func kubeServerBuilt() error {
 	return nil
 }
 
-// buildKube builds leaderrun with `make build TAGS=kubernetes`, and the
-// client-go elector.
+// buildKube builds leaderrun with `make build`, and the client-go
+// elector.
 func (b *bench) buildKube() (lr, elector string, err error) {
 	lr, elector = b.tmpPath("leaderrun-k8s"), b.tmpPath("kubeelector")
-	mk := exec.Command("make", "build", "TAGS=kubernetes", "OUT="+lr)
+	mk := exec.Command("make", "build", "OUT="+lr)
 	mk.Dir = b.root
 	if out, err := mk.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("make build TAGS=kubernetes: %v\n%s", err, out)
+		return "", "", fmt.Errorf("make build: %v\n%s", err, out)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "kubernetes", "-o", elector, "./bench/kubeelector")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", elector, "./bench/kubeelector")
 	cmd.Dir = b.lab
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build -tags kubernetes ./bench/kubeelector: %v\n%s", err, out)
+		return "", "", fmt.Errorf("go build ./bench/kubeelector: %v\n%s", err, out)
 	}
 	return lr, elector, nil
 }

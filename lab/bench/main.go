@@ -135,7 +135,7 @@ func main() {
 	flag.IntVar(&o.kubeCrash, "kube-crash-runs", 3, "kube: crash failovers per system (those that wait for the Lease's expiry take about 20 s each)")
 	flag.DurationVar(&o.kubeWindow, "kube-window", 60*time.Second, "kube: API server load window per system")
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,serverload,crash,scale,partitions,kube (default all; kube only in a benchmark built with -tags kubernetes)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,serverload,crash,scale,partitions,kube (default all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")

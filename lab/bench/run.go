@@ -410,8 +410,6 @@ func (b *bench) run(ctx context.Context) *report {
 			rep.Busy["partcost "+name] = busy()
 		}
 	}
-	// Without -tags kubernetes, a run of every section leaves kube out
-	// silently (its report stays as it was); -only kube says why.
 	if b.want("kube") && !b.stopping() && (kubeSection != nil || b.opt.only != "") {
 		b.progress("kube: leaderrun's Kubernetes store beside client-go's leader election")
 		busy := machineBusy()

@@ -19,7 +19,7 @@
 //   - every replica exits with the documented status.
 //
 // Stores: SQLite, PostgreSQL, MySQL (MariaDB), Redis and etcd (a
-// three-member cluster of the run's own), and, with -tags kubernetes, the
+// three-member cluster of the run's own), and the
 // Kubernetes Lease store (k8s: a kube-apiserver and its etcd of the run's
 // own, package internal/testenv/kubetest), each networked one reached through a
 // TCP proxy per replica (per member, on etcd). Children write through the
@@ -49,9 +49,10 @@
 //	LEADERRUN_CHAOS=long go test ./chaos -timeout 0 -v
 //	go test ./chaos -timeout 0 -v -run 'TestChaos/^partitioned-postgres$' -chaos.rounds=300 -chaos.partitions=6
 //
-// On the Kubernetes store alone (make test-kube runs its short mode):
+// On the Kubernetes store alone (make test-kube runs its short mode; make
+// test leaves it to that, setting LEADERRUN_TEST_KUBE_SKIP):
 //
-//	go test -tags kubernetes ./chaos -v -run 'TestChaos/(^k8s$|^partitioned-k8s$)'
+//	go test ./chaos -v -run 'TestChaos/(^k8s$|^partitioned-k8s$)'
 //
 // Other flags: -chaos.seed (reproduce a schedule and partition count),
 // -chaos.store=sqlite,postgres,mysql,redis,etcd,k8s (the default: every

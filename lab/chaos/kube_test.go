@@ -1,5 +1,3 @@
-//go:build kubernetes
-
 package chaos
 
 import (
@@ -14,13 +12,12 @@ import (
 	"github.com/leaderrun/leaderrun/internal/testenv/kubetest"
 )
 
-// With -tags kubernetes the suite runs on the Kubernetes store too (k8s,
+// The suite runs on the Kubernetes store too (k8s,
 // partitioned-k8s): an API server of the run's own (package kubetest),
 // reached by each replica through a proxy of its own. Its server's faults
 // are outages: the API server, or its etcd, killed and started again.
 func init() {
 	storeKinds = append(storeKinds, "k8s")
-	buildTags = append(buildTags, "kubernetes")
 	taggedStores["k8s"] = taggedStore{setup: (*cluster).setupKube, faults: []string{faultAPIServer, faultKubeEtcd}}
 	outages[faultAPIServer] = outage{healed: "the API server served again"}
 	outages[faultKubeEtcd] = outage{healed: "the API server served again"}

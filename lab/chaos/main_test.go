@@ -18,7 +18,7 @@ import (
 var (
 	flagRounds     = flag.Int("chaos.rounds", 0, "faults per run; 0: the short mode's schedule, or 150 with LEADERRUN_CHAOS=long")
 	flagSeed       = flag.Int64("chaos.seed", 0, "seed of the fault schedule (and of the partition count); 0: from the clock (printed)")
-	flagStore      = flag.String("chaos.store", "", "stores to test, comma-separated (default: every store of the build: sqlite,postgres,mysql,redis,etcd and, with -tags kubernetes, k8s)")
+	flagStore      = flag.String("chaos.store", "", "stores to test, comma-separated (default: every store: sqlite,postgres,mysql,redis,etcd,k8s)")
 	flagPartitions = flag.Int("chaos.partitions", 0, "partitions of the partitioned runs (on every store of -chaos.store); "+
 		"0: 4 to 8, drawn from the seed; -1: no partitioned runs")
 	// Ten runs at once, each three replicas and their commands, left a
@@ -85,11 +85,7 @@ var (
 	buildErr  error
 )
 
-// buildTags are the tags leaderrun is built with: those of the stores that
-// files built with a tag add (kubernetes).
-var buildTags []string
-
-// leaderrunBinary builds leaderrun (CGO_ENABLED=0, with buildTags) once
+// leaderrunBinary builds leaderrun (CGO_ENABLED=0) once
 // per test binary, or returns -chaos.bin.
 func leaderrunBinary(t *testing.T) string {
 	t.Helper()
@@ -103,13 +99,9 @@ func leaderrunBinary(t *testing.T) string {
 		}
 		buildBin = filepath.Join(buildDir, "leaderrun")
 		start := time.Now()
-		args := []string{"build", "-o", buildBin}
-		if len(buildTags) > 0 {
-			args = append(args, "-tags", strings.Join(buildTags, ","))
-		}
 		// From the product's own module (the repository, two levels up
 		// from lab/chaos), with its go.mod and go.sum: what users build.
-		c := exec.Command(goTool(), append(args, ".")...)
+		c := exec.Command(goTool(), "build", "-o", buildBin, ".")
 		c.Dir = filepath.Join("..", "..")
 		c.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := c.CombinedOutput()

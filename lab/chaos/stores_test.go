@@ -25,11 +25,11 @@ import (
 // storeKinds are the stores the suite runs on. Each networked store is the
 // server of its internal/…test package (etcd: a three-member cluster of the
 // run's own); without it the store's run skips, or fails when CI is set.
-// A file built with a tag may add a store (k8s, with -tags kubernetes),
-// registering it in taggedStores.
+// A file of its own may add a store (k8s: kube_test.go), registering it
+// in taggedStores.
 var storeKinds = []string{"sqlite", "postgres", "mysql", "redis", "etcd"}
 
-// taggedStore is a store that a file built with a tag adds to storeKinds.
+// taggedStore is a store that a file of its own adds to storeKinds.
 type taggedStore struct {
 	// setup is the store's case of setupStore; it also sets the
 	// cluster's injectors of the store's server faults.
@@ -38,7 +38,7 @@ type taggedStore struct {
 	faults []string
 }
 
-// taggedStores are the stores of storeKinds that files built with a tag
+// taggedStores are the stores of storeKinds that files of their own
 // added, by name.
 var taggedStores = map[string]taggedStore{}
 

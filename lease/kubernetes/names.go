@@ -1,5 +1,3 @@
-//go:build kubernetes
-
 package kubernetes
 
 import (

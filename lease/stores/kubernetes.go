@@ -1,8 +1,4 @@
-//go:build kubernetes
-
-// The Kubernetes store (k8s://) is built only with -tags kubernetes until
-// its tests have run against a real API server in CI (see
-// lease/kubernetes/doc.go).
+//go:build !nokubernetes
 
 package stores
 

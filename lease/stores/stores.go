@@ -5,10 +5,9 @@
 // The etcd store (etcd.go) links gRPC and the etcd client, whose package
 // initialisation costs about 4 MB of resident memory in every leaderrun
 // process, whichever store it uses; build with -tags noetcd to leave it out.
-// The Kubernetes store (kubernetes.go) links client-go's REST client,
-// which adds about 5 MB to a process's resident memory and 9 MB to the
-// binary (lease/kubernetes/doc.go has the numbers); it is built only with
-// -tags kubernetes until its tests run against a real API server in CI.
+// The Kubernetes store (kubernetes.go) links client-go's REST client
+// (lease/kubernetes/doc.go has what it costs); -tags nokubernetes leaves it
+// out. A build that leaves a store out says so when a DSN names it.
 package stores
 
 import (

@@ -1,5 +1,3 @@
-//go:build kubernetes
-
 // Package kubetest starts a real Kubernetes API server on loopback for
 // tests: an etcd of its own (Debian's etcd-server, or LEADERRUN_TEST_ETCD)
 // and kube-apiserver built from the k8s.io modules by the tool module in
@@ -10,7 +8,8 @@
 // (Binary); its first build takes minutes. A test binary shares one server
 // between its tests (Shared, with Main in TestMain); tests keep apart with
 // a namespace each. When etcd is missing, or the server cannot be built,
-// tests skip with a message, except in CI, where they fail; a server that
+// tests skip with a message, except in CI, where they fail (and with
+// EnvSkip set, they skip: make test leaves them to make test-kube); a server that
 // was there but did not start fails them everywhere, at once when its
 // process exits, with its output. A test may crash the API server or its
 // etcd (Kill) and start it again (Restart), at the same address.
@@ -54,6 +53,11 @@ const EnvBinary = "LEADERRUN_TEST_KUBE_APISERVER"
 // server fail the tests instead of skipping them, as CI does (make
 // test-kube sets it).
 const EnvRequire = "LEADERRUN_TEST_KUBE_REQUIRED"
+
+// EnvSkip names a variable that, set to anything, makes every test that
+// needs the server skip, whether it is there or not: make test sets it,
+// and leaves those tests to make test-kube.
+const EnvSkip = "LEADERRUN_TEST_KUBE_SKIP"
 
 // AdminToken is the bearer token of a user in group system:masters.
 const AdminToken = "leaderrun-test-admin"
@@ -153,10 +157,19 @@ func (e *missingError) Unwrap() error { return e.err }
 // Start starts a server of its own for tb, stopped when tb ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	skipped(tb)
 	s, err := start(tb.TempDir())
 	failed(tb, err)
 	tb.Cleanup(s.Stop)
 	return s
+}
+
+// skipped skips tb when EnvSkip is set.
+func skipped(tb testing.TB) {
+	tb.Helper()
+	if os.Getenv(EnvSkip) != "" {
+		tb.Skipf("needs the Kubernetes API server: %s is set (make test leaves these tests to make test-kube)", EnvSkip)
+	}
 }
 
 // failed skips tb (fails it in CI) when err says the server is missing,
@@ -531,6 +544,7 @@ func Main(m *testing.M) int {
 // fails it when the server did not start.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
+	skipped(tb)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.main {

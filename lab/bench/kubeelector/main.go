@@ -1,5 +1,3 @@
-//go:build kubernetes
-
 // Command kubeelector is the benchmark's client-go peer on Kubernetes: a
 // replica that campaigns for a Lease with client-go's own leader election
 // (k8s.io/client-go/tools/leaderelection, a resourcelock.LeaseLock made by
@@ -23,9 +21,6 @@
 // It prints "elected" when it starts leading, and "standing by" once it
 // has read the Lease and seen another holder (client-go's OnNewLeader):
 // the benchmark waits for these lines, as it does for leaderrun's.
-//
-// It is built only with -tags kubernetes, like leaderrun's Kubernetes
-// store: client-go's clientset is not part of the default build.
 package main
 
 import (
