@@ -50,17 +50,19 @@ kube-apiserver:
 	test -x $(KUBE_APISERVER) || { cd internal/testenv/kubeapiserver && nice -n 10 $(GO) build -o $(KUBE_APISERVER).tmp . && mv $(KUBE_APISERVER).tmp $(KUBE_APISERVER); }
 
 # The tests that need the API server (built first when it is missing); make
-# test skips them (LEADERRUN_TEST_KUBE_SKIP). The store's own and the test
-# helper's, the scripts run once per store (TestFastStores, TestJudge,
-# TestPartitions) on the k8s store alone, and the chaos suite's short mode
-# on it (one name and partitioned). A missing server fails them here, as in
-# CI, instead of skipping.
-KUBE_PKGS = ./internal/testenv/kubetest ./lease/kubernetes
+# test skips them (LEADERRUN_TEST_KUBE_SKIP). The store's own, the leader
+# label's and the test helper's, the scripts run once per store
+# (TestFastStores, TestJudge, TestPartitions) on the k8s store alone, the
+# end-to-end tests of the leader label and the manifests (TestKube…), and
+# the chaos suite's short mode on the k8s store (one name and partitioned).
+# A missing server fails them here, as in CI, instead of skipping.
+KUBE_PKGS = ./internal/testenv/kubetest ./lease/kubernetes ./podlabel
 KUBE_SCRIPTS = ^(TestFastStores|TestJudge|TestPartitions)$$/^k8s$$
 KUBE_CHAOS = ^TestChaos$$/^(k8s|partitioned-k8s)$$
 test-kube: kube-apiserver
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) $(KUBE_PKGS)
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '$(KUBE_SCRIPTS)' ./e2e
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '^TestKube' ./e2e
 	cd lab && LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '$(KUBE_CHAOS)' ./chaos
 
 # The packages whose tests run under the race detector: the engine, the lease contract and the

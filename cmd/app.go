@@ -15,6 +15,7 @@ import (
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/internal/lazyre"
+	"github.com/leaderrun/leaderrun/podlabel"
 	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/signals"
 )
@@ -224,6 +225,8 @@ func runFlags() []cli.Flag {
 			Usage: "with --partitions: compare the partitions owned with the balanced target at least this often; changes of members are seen at once (" + bounds("reconcile-interval") + ")"},
 		&cli.DurationFlag{Name: "reconcile-timeout", EnvVars: env("reconcile-timeout"), DefaultText: "max(" + shortDuration(elect.DefaultReconcileTimeout) + ", 2 × kill grace)",
 			Usage: "with --partitions: a hand-off stuck longer than this takes the replica out of the membership until it completes, so that no more partitions are handed to it (" + bounds("reconcile-timeout") + ")"},
+		&cli.StringFlag{Name: "leader-label", EnvVars: env("leader-label"), DefaultText: "off",
+			Usage: "in Kubernetes: label this replica's pod KEY=VALUE while its command runs (and remove the label before the name is handed on), so that a Service selecting it routes to the leader alone; the pod is POD_NAME in POD_NAMESPACE (else the host name in the service account's namespace), reached as k8s:// reaches the API server; not with --partitions"},
 		&cli.StringFlag{Name: "http-addr", EnvVars: env("http-addr"), DefaultText: "off",
 			Usage: "serve /healthz, /leader (200 leading, 503 standby; with --partitions, /partitions instead) and /metrics on this address, e.g. 127.0.0.1:9090"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("log-format"), Value: "text", Usage: "log format: text or json"},
@@ -234,7 +237,8 @@ func runFlags() []cli.Flag {
 // runConfig is the replica's configuration and the wiring's own options.
 type runConfig struct {
 	replica.Config
-	HTTPAddr string
+	HTTPAddr    string
+	LeaderLabel *podlabel.Label // --leader-label; nil: none
 }
 
 // configFrom reads and validates the options; every problem is reported at
@@ -294,6 +298,16 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 	rc.StopSignal = sig
 	if rc.StopOn, err = signals.ParseStopOn(c.String("stop-on")); err != nil {
 		problems = append(problems, fmt.Sprintf("--stop-on %v", err))
+	}
+	if c.IsSet("leader-label") {
+		switch l, err := podlabel.Parse(c.String("leader-label")); {
+		case err != nil:
+			problems = append(problems, "--leader-label "+err.Error())
+		case rc.Partitions > 0:
+			problems = append(problems, "--leader-label: cannot be used with --partitions: the label marks the one pod whose replica runs the command, and with partitions several replicas each run some (route to a partition's owner another way)")
+		default:
+			rc.LeaderLabel = &l
+		}
 	}
 	rc.HTTPAddr = c.String("http-addr")
 	if _, err := strconv.ParseUint(rc.HTTPAddr, 10, 16); err == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/leaderrun/leaderrun/observe"
+	"github.com/leaderrun/leaderrun/podlabel"
 	"github.com/leaderrun/leaderrun/replica"
 )
 
@@ -17,6 +18,14 @@ import (
 // command's final status as *replica.Exit, or the error that ended the
 // run.
 func runReplica(ctx context.Context, sigs <-chan os.Signal, rc runConfig, log *slog.Logger) error {
+	if rc.LeaderLabel != nil {
+		lb, err := podlabel.New(podlabel.Options{Label: *rc.LeaderLabel, Store: rc.Store, Logger: log.With("name", rc.Name)})
+		if err != nil {
+			return &usageError{err}
+		}
+		defer lb.Close()
+		rc.Hooks = lb
+	}
 	r, err := replica.New(rc.Config, log)
 	if err != nil {
 		return err

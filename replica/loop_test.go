@@ -785,3 +785,45 @@ func TestLoopSaysARestartLoopEveryMinute(t *testing.T) {
 		}
 	})
 }
+
+// eventHooks logs the replica's Hooks into the event log.
+type eventHooks struct{ ev *events }
+
+func (h eventHooks) Started() { h.ev.add("hook started") }
+func (h eventHooks) Ended()   { h.ev.add("hook ended") }
+
+// TestLoopHooksAroundTheCommand: Hooks hears that the command runs once it
+// started, and that it ended once it is dead and before the name is
+// released (the leader label is removed before a successor can be
+// elected); a command that did not start is neither.
+func TestLoopHooksAroundTheCommand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, nil, func(l *loop) { l.l.cfg.Hooks = eventHooks{l.ev} })
+		lp.next(time.Second).exit(1)
+		lp.next(10 * time.Second)
+		want := []string{"started 0", "hook started", "exited 0", "stopped 0", "hook ended", "released", "started 1"}
+		for i := 1; i < len(want); i++ {
+			if !lp.ev.before(want[i-1], want[i]) {
+				t.Errorf("events %q: want %q before %q", lp.ev.list(), want[i-1], want[i])
+			}
+		}
+		lp.end()
+		if n := strings.Count(strings.Join(lp.ev.list(), "\n"), "hook ended"); n != 2 {
+			t.Errorf("events %q: want the end heard twice (the exit, the stop), heard %d", lp.ev.list(), n)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		lp := startLoop(t, func(rc *Config) { rc.Once = true }, func(l *loop) {
+			l.l.cfg.Hooks = eventHooks{l.ev}
+			l.st.fail = errors.New("no such file")
+		})
+		if err := <-lp.errc; err == nil {
+			t.Fatal("loop with a command that did not start ended without an error")
+		}
+		for _, ev := range lp.ev.list() {
+			if strings.HasPrefix(ev, "hook") {
+				t.Errorf("events %q: a command that did not start was heard of", lp.ev.list())
+			}
+		}
+	})
+}

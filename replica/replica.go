@@ -40,6 +40,20 @@ type Config struct {
 	// leaderrun's life.
 	Namespace        supervise.Namespace
 	NamespaceWarning string
+	// Hooks, when set, hears of each tenure's command (one name only,
+	// not --partitions): package podlabel's leader label.
+	Hooks Hooks
+}
+
+// Hooks hears of each tenure's command. Started is called once the
+// command runs, with the replica's lock held: it must not wait. Ended is
+// called once the command and its whole tree are dead, before the name is
+// handed on (released, taken at the end signal, or held for
+// --hold-at-least): the hand-off waits for it, so it must wait briefly if
+// at all.
+type Hooks interface {
+	Started()
+	Ended()
 }
 
 // mode is how a replica runs: one name (single) or its partitions

@@ -89,8 +89,14 @@ func (s *single) loop() error {
 			s.child = c
 			if c != nil {
 				go s.annotate(ten, c, sig, log)
+				if s.cfg.Hooks != nil {
+					s.cfg.Hooks.Started()
+				}
 			}
 		}, s.stopping)
+		if s.cfg.Hooks != nil && end.startErr == nil {
+			s.cfg.Hooks.Ended()
+		}
 		released := false
 		if s.holding(end) {
 			s.hold(ten, log, electedAt.Add(s.cfg.HoldAtLeast), end.why)

@@ -11,6 +11,7 @@ import (
 
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leaderrun/leaderrun/lease"
@@ -79,28 +80,10 @@ func parseDSN(dsn string) (config, error) {
 // a missing permission are errors that wrap lease.ErrRefused; an
 // unreachable server is a plain error, which a retry may fix.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	c, err := parseDSN(dsn)
+	cfg, namespace, err := Config(dsn)
 	if err != nil {
-		return nil, lease.Refused(fmt.Errorf("open kubernetes store: %w", err))
+		return nil, fmt.Errorf("open kubernetes store: %w", err)
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if c.kubeconfig != "" {
-		if _, err := os.Stat(c.kubeconfig); err != nil {
-			return nil, lease.Refused(fmt.Errorf("open kubernetes store: kubeconfig: %w", err))
-		}
-		rules.ExplicitPath = c.kubeconfig
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
-	cfg, err := loader.ClientConfig()
-	if err != nil {
-		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", dsn, err))
-	}
-	if c.namespace == "" {
-		if c.namespace, _, err = loader.Namespace(); err != nil {
-			return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: namespace: %w", dsn, err))
-		}
-	}
-	cfg.UserAgent = "leaderrun"
 	// Client-side limits far above what leaderrun sends (a few requests
 	// per lease duration), but for Open's calibration.
 	cfg.QPS, cfg.Burst = 100, 200
@@ -110,7 +93,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
 	}
-	s := newStore(client, c.namespace, clock, fmt.Sprintf("k8s://%s (%s)", c.namespace, redactHost(cfg.Host)))
+	s := newStore(client, namespace, clock, fmt.Sprintf("k8s://%s (%s)", namespace, redactHost(cfg.Host)))
 	if err := clock.calibrate(ctx, client.coord); err != nil {
 		return nil, s.apiError("open kubernetes store "+s.describe, err)
 	}
@@ -118,6 +101,40 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Config returns the configuration of the API server that dsn
+// (k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]) names, and the
+// namespace, as Open loads them: the DSN's kubeconfig and context, else
+// kubectl's ($KUBECONFIG, then ~/.kube/config), else the pod's service
+// account; the namespace is the DSN's, else the context's or the pod's.
+// Its errors wrap lease.ErrRefused. Whatever else of leaderrun talks to
+// the API server (package podlabel) loads its configuration here, with
+// the same checks.
+func Config(dsn string) (*rest.Config, string, error) {
+	c, err := parseDSN(dsn)
+	if err != nil {
+		return nil, "", lease.Refused(err)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.kubeconfig != "" {
+		if _, err := os.Stat(c.kubeconfig); err != nil {
+			return nil, "", lease.Refused(fmt.Errorf("kubeconfig: %w", err))
+		}
+		rules.ExplicitPath = c.kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", lease.Refused(fmt.Errorf("%s: no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", dsn, err))
+	}
+	if c.namespace == "" {
+		if c.namespace, _, err = loader.Namespace(); err != nil {
+			return nil, "", lease.Refused(fmt.Errorf("%s: namespace: %w", dsn, err))
+		}
+	}
+	cfg.UserAgent = "leaderrun"
+	return cfg, c.namespace, nil
 }
 
 func newStore(client clients, namespace string, clock *serverClock, describe string) *Store {

@@ -16,17 +16,20 @@
 package kubetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -559,3 +562,134 @@ func Shared(tb testing.TB) *Server {
 	failed(tb, shared.err)
 	return shared.server
 }
+
+// Admin sends a request to path as the admin, with body as JSON (none
+// when nil), and returns the answer's body; a status other than 2xx is an
+// error that names it.
+func (s *Server) Admin(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	if method == "PATCH" {
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+	}
+	resp, err := insecureClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+	return b, nil
+}
+
+// CreatePod creates the Pod object name in namespace ns, with labels, as
+// a Deployment's ReplicaSet would; no kubelet runs it. The namespace's
+// default ServiceAccount, which the pod's admission needs and no
+// controller makes here, is created first if it is missing.
+func (s *Server) CreatePod(ctx context.Context, ns, name string, labels map[string]string) error {
+	sa := map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "default"}}
+	if _, err := s.Admin(ctx, "POST", "/api/v1/namespaces/"+ns+"/serviceaccounts", sa); err != nil && !strings.Contains(err.Error(), "409 Conflict") {
+		return err
+	}
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "labels": labels},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "app"}}},
+	}
+	_, err := s.Admin(ctx, "POST", "/api/v1/namespaces/"+ns+"/pods", pod)
+	return err
+}
+
+// Labelled returns the names of the pods of namespace ns that the label
+// selector selects (KEY=VALUE), sorted.
+func (s *Server) Labelled(ctx context.Context, ns, selector string) ([]string, error) {
+	b, err := s.Admin(ctx, "GET", "/api/v1/namespaces/"+ns+"/pods?labelSelector="+url.QueryEscape(selector), nil)
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct{ Name string }
+		}
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Metadata.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Rule is a rule of a Role: verbs on resources of API groups ("" is the
+// core group).
+type Rule struct {
+	APIGroups, Resources, Verbs []string
+}
+
+// LeaseRule is what the Kubernetes store needs (lease/kubernetes.Verbs).
+var LeaseRule = Rule{[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"get", "list", "watch", "create", "update"}}
+
+// Grant gives the user (one of Users, or system:serviceaccount:NS:NAME)
+// the rules in namespace ns: a Role and a RoleBinding named name.
+func (s *Server) Grant(ctx context.Context, ns, name, user string, rules ...Rule) error {
+	var rs []any
+	for _, r := range rules {
+		rs = append(rs, map[string]any{"apiGroups": r.APIGroups, "resources": r.Resources, "verbs": r.Verbs})
+	}
+	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+		"metadata": map[string]any{"name": name}, "rules": rs}
+	if _, err := s.Admin(ctx, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/roles", role); err != nil {
+		return err
+	}
+	subject := map[string]any{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}
+	if rest, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
+		sans, saName, _ := strings.Cut(rest, ":")
+		subject = map[string]any{"kind": "ServiceAccount", "name": saName, "namespace": sans}
+	}
+	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": name},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+		"subjects": []any{subject}}
+	_, err := s.Admin(ctx, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/rolebindings", binding)
+	return err
+}
+
+// AwaitLabelled waits until the pods of namespace ns that the label
+// selector selects are want (sorted), failing tb after waitLimit.
+func (s *Server) AwaitLabelled(tb testing.TB, ns, selector string, want ...string) {
+	tb.Helper()
+	var got []string
+	var err error
+	for deadline := time.Now().Add(awaitLimit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), awaitLimit)
+		got, err = s.Labelled(ctx, ns, selector)
+		cancel()
+		if err == nil && slices.Equal(got, want) {
+			return
+		}
+	}
+	tb.Fatalf("pods labelled %s in %s: %q (%v), want %q", selector, ns, got, err, want)
+}
+
+// awaitLimit bounds AwaitLabelled: generous, never a timing assertion.
+const awaitLimit = 30 * time.Second
