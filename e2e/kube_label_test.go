@@ -35,6 +35,12 @@ type kubeReplicas struct {
 	store    string   // --store
 	env      []string // besides POD_NAME, POD_NAMESPACE
 	replicas map[string]*kubeReplica
+	// spec, when set, gives a pod's replica its arguments (after
+	// leaderrun) and environment (besides PATH and HOME) instead.
+	spec func(pod string) (args, env []string)
+	// create, when set, creates a pod's object instead.
+	create func(ctx context.Context, pod string) error
+	label  string // the label it sets (selector)
 
 	mu       sync.Mutex
 	twice    []string // the polls that found more than one pod labelled
@@ -49,13 +55,17 @@ type kubeReplica struct {
 	done chan struct{}
 }
 
-func newKubeReplicas(t *testing.T, srv *kubetest.Server, token string) *kubeReplicas {
+// newKubeReplicas readies replicas that reach srv as the user of token,
+// in namespace ns (empty: a new one).
+func newKubeReplicas(t *testing.T, srv *kubetest.Server, token, ns string) *kubeReplicas {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	ns, err := srv.CreateNamespace(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if ns == "" {
+		var err error
+		if ns, err = srv.CreateNamespace(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "leaderrun") // TestMain runs leaderrun by this name
@@ -66,7 +76,7 @@ func newKubeReplicas(t *testing.T, srv *kubetest.Server, token string) *kubeRepl
 	if err := srv.WriteKubeconfig(kubeconfig, token, ns); err != nil {
 		t.Fatal(err)
 	}
-	k := &kubeReplicas{t: t, srv: srv, ns: ns, dir: dir, prog: prog, replicas: map[string]*kubeReplica{},
+	k := &kubeReplicas{t: t, srv: srv, ns: ns, dir: dir, prog: prog, replicas: map[string]*kubeReplica{}, label: leaderLabel,
 		store: "k8s://" + ns + "?kubeconfig=" + kubeconfig, env: []string{"KUBECONFIG=" + kubeconfig}}
 	t.Cleanup(k.stopAll)
 	return k
@@ -78,7 +88,13 @@ func (k *kubeReplicas) start(pod string) *kubeReplica {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := k.srv.CreatePod(ctx, k.ns, pod, map[string]string{"app": "relay"}); err != nil && !strings.Contains(err.Error(), "409 Conflict") {
+	create := func(ctx context.Context, pod string) error {
+		return k.srv.CreatePod(ctx, k.ns, pod, map[string]string{"app": "relay"})
+	}
+	if k.create != nil {
+		create = k.create
+	}
+	if err := create(ctx, pod); err != nil && !strings.Contains(err.Error(), "409 Conflict") {
 		k.t.Fatal(err)
 	}
 	r := &kubeReplica{pod: pod, log: filepath.Join(k.dir, pod+".log"), done: make(chan struct{})}
@@ -88,9 +104,14 @@ func (k *kubeReplicas) start(pod string) *kubeReplica {
 	}
 	defer logf.Close()
 	// A short lease: a crashed leader's expires within the waits.
-	r.cmd = exec.Command(k.prog, "--name", "relay", "--identity", pod, "--store", k.store, "--ttl", "4s", "--kill-grace", "1s",
-		"--leader-label", leaderLabel, "--log-level", "debug", "--", "sleep", "1000")
-	r.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + k.dir, "POD_NAME=" + pod, "POD_NAMESPACE=" + k.ns}, k.env...)
+	args := []string{"--name", "relay", "--identity", pod, "--store", k.store, "--ttl", "4s", "--kill-grace", "1s",
+		"--leader-label", leaderLabel, "--log-level", "debug", "--", "sleep", "1000"}
+	env := append([]string{"POD_NAME=" + pod, "POD_NAMESPACE=" + k.ns}, k.env...)
+	if k.spec != nil {
+		args, env = k.spec(pod)
+	}
+	r.cmd = exec.Command(k.prog, args...)
+	r.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + k.dir}, env...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := r.cmd.Start(); err != nil {
@@ -161,13 +182,13 @@ func (k *kubeReplicas) leader(not ...*kubeReplica) *kubeReplica {
 func (k *kubeReplicas) labelled() ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	return k.srv.Labelled(ctx, k.ns, leaderLabel)
+	return k.srv.Labelled(ctx, k.ns, k.label)
 }
 
 // awaitLabelled waits until the pods that carry the label are want.
 func (k *kubeReplicas) awaitLabelled(want ...string) {
 	k.t.Helper()
-	k.srv.AwaitLabelled(k.t, k.ns, leaderLabel, want...)
+	k.srv.AwaitLabelled(k.t, k.ns, k.label, want...)
 }
 
 // lead starts n replicas, relay-0 to relay-N-1, and returns the one
@@ -232,7 +253,7 @@ func TestKubeLeaderLabel(t *testing.T) {
 	// pod loses the label before the new one gets it; polled every few
 	// milliseconds, never two pods carry it.
 	t.Run("handoff", func(t *testing.T) {
-		k := newKubeReplicas(t, srv, kubetest.AdminToken)
+		k := newKubeReplicas(t, srv, kubetest.AdminToken, "")
 		old := k.lead(3)
 		stop := k.poll()
 		for round := range 3 {
@@ -250,7 +271,7 @@ func TestKubeLeaderLabel(t *testing.T) {
 	// A crash (SIGKILL): the dead pod keeps the label until the next
 	// leader, taking over, removes it.
 	t.Run("crash", func(t *testing.T) {
-		k := newKubeReplicas(t, srv, kubetest.AdminToken)
+		k := newKubeReplicas(t, srv, kubetest.AdminToken, "")
 		old := k.lead(2)
 		old.cmd.Process.Kill()
 		<-old.done
@@ -262,7 +283,7 @@ func TestKubeLeaderLabel(t *testing.T) {
 	// No permission on pods (a Role with the leases' verbs only): a clear
 	// warning naming what the Role lacks, and leading goes on.
 	t.Run("forbidden", func(t *testing.T) {
-		k := newKubeReplicas(t, srv, kubetest.Users["alice"])
+		k := newKubeReplicas(t, srv, kubetest.Users["alice"], "")
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		defer cancel()
 		if err := srv.Grant(ctx, k.ns, "leases", "alice", kubetest.LeaseRule); err != nil {
@@ -286,7 +307,7 @@ func TestKubeLeaderLabel(t *testing.T) {
 	// meanwhile, and the next leader removes it once the server is back.
 	// Last: it kills and restarts the server.
 	t.Run("sqlite-lost-apiserver", func(t *testing.T) {
-		k := newKubeReplicas(t, srv, kubetest.AdminToken)
+		k := newKubeReplicas(t, srv, kubetest.AdminToken, "")
 		k.store = "sqlite:" + filepath.Join(k.dir, "leases.db")
 		old := k.lead(2)
 		stop := k.poll()

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -51,8 +50,6 @@ func apply(t *testing.T, c kubernetes.Interface, text string) []any {
 			_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *appsv1.Deployment:
-			_, err = c.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			t.Fatalf("apply: no client here for %v", gvk)
 		}
@@ -179,42 +176,5 @@ func TestMissingPermissionsAreNamed(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), kubetest.Users[tc.user]) {
 			t.Errorf("the error shows the user's token: %v", err)
 		}
-	}
-}
-
-// TestDeploymentManifestIsAccepted applies the example Deployment: the API
-// server validates it (no kubelet runs here, so its pods never start).
-func TestDeploymentManifestIsAccepted(t *testing.T) {
-	_, c := admin(t)
-	ns := namespace(t)
-	apply(t, c, manifest(t, "rbac.yaml", ns))
-	objs := apply(t, c, manifest(t, "deployment.yaml", ns))
-	d := objs[0].(*appsv1.Deployment)
-	ctr := d.Spec.Template.Spec.Containers[0]
-	env := map[string]corev1.EnvVar{}
-	for _, e := range ctr.Env {
-		env[e.Name] = e
-	}
-	if f := env["LEADERRUN_IDENTITY"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "metadata.name" {
-		t.Errorf("LEADERRUN_IDENTITY = %+v, want the pod's name", env["LEADERRUN_IDENTITY"])
-	}
-	if !strings.HasPrefix(env["LEADERRUN_STORE"].Value, "k8s://") {
-		t.Errorf("LEADERRUN_STORE = %q, want the k8s store", env["LEADERRUN_STORE"].Value)
-	}
-	if p := ctr.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/leader" {
-		t.Errorf("readiness probe = %+v, want /leader", p)
-	}
-	if p := ctr.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
-		t.Errorf("liveness probe = %+v, want /healthz", p)
-	}
-	if len(ctr.Command) == 0 || !strings.HasSuffix(ctr.Command[0], "leaderrun") {
-		t.Errorf("command = %v, want leaderrun first", ctr.Command)
-	}
-	if d.Spec.Template.Spec.ServiceAccountName != "leaderrun" {
-		t.Errorf("serviceAccountName = %q, want leaderrun (rbac.yaml)", d.Spec.Template.Spec.ServiceAccountName)
-	}
-	got, err := c.AppsV1().Deployments(ns).Get(testCtx(t), d.Name, metav1.GetOptions{})
-	if err != nil || got.Spec.Replicas == nil || *got.Spec.Replicas != 3 {
-		t.Fatalf("the stored Deployment = %v, %v", got, err)
 	}
 }

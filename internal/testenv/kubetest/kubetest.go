@@ -567,6 +567,11 @@ func Shared(tb testing.TB) *Server {
 // when nil), and returns the answer's body; a status other than 2xx is an
 // error that names it.
 func (s *Server) Admin(ctx context.Context, method, path string, body any) ([]byte, error) {
+	return s.Request(ctx, AdminToken, method, path, body)
+}
+
+// Request is Admin as the user whose bearer token is token.
+func (s *Server) Request(ctx context.Context, token, method, path string, body any) ([]byte, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -579,7 +584,7 @@ func (s *Server) Admin(ctx context.Context, method, path string, body any) ([]by
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	if method == "PATCH" {
 		req.Header.Set("Content-Type", "application/merge-patch+json")
@@ -693,3 +698,18 @@ func (s *Server) AwaitLabelled(tb testing.TB, ns, selector string, want ...strin
 
 // awaitLimit bounds AwaitLabelled: generous, never a timing assertion.
 const awaitLimit = 30 * time.Second
+
+// ServiceAccountToken asks the server for a token of the ServiceAccount
+// name in namespace ns, as the kubelet does for a pod.
+func (s *Server) ServiceAccountToken(ctx context.Context, ns, name string) (string, error) {
+	req := map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{}}
+	b, err := s.Admin(ctx, "POST", "/api/v1/namespaces/"+ns+"/serviceaccounts/"+name+"/token", req)
+	if err != nil {
+		return "", err
+	}
+	var tr struct{ Status struct{ Token string } }
+	if err := json.Unmarshal(b, &tr); err != nil {
+		return "", err
+	}
+	return tr.Status.Token, nil
+}
