@@ -86,6 +86,26 @@ func readManifests(t *testing.T, ns string) []manifestObject {
 	return objs
 }
 
+// applyManifests creates the objects of packaging/kubernetes's files (of
+// only those named, if any) in namespace ns, with the server's strict
+// field validation, and returns them.
+func applyManifests(t *testing.T, srv *kubetest.Server, ns string, only ...string) []manifestObject {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var objs []manifestObject
+	for _, m := range readManifests(t, ns) {
+		if len(only) > 0 && !slices.Contains(only, m.file) {
+			continue
+		}
+		if _, err := srv.Admin(ctx, "POST", resourcePath(t, m.obj, ns)+"?fieldValidation=Strict", json.RawMessage(m.json)); err != nil {
+			t.Fatalf("%s: the API server refused it: %v", m.file, err)
+		}
+		objs = append(objs, m)
+	}
+	return objs
+}
+
 // resourcePath is where the server creates objects of obj's kind in
 // namespace ns.
 func resourcePath(t *testing.T, obj runtime.Object, ns string) string {
@@ -126,10 +146,7 @@ func TestKubeManifests(t *testing.T) {
 		service *corev1.Service
 		role    *rbacv1.Role
 	)
-	for _, m := range readManifests(t, ns) {
-		if _, err := srv.Admin(ctx, "POST", resourcePath(t, m.obj, ns)+"?fieldValidation=Strict", json.RawMessage(m.json)); err != nil {
-			t.Fatalf("%s: the API server refused it: %v", m.file, err)
-		}
+	for _, m := range applyManifests(t, srv, ns) {
 		switch o := m.obj.(type) {
 		case *appsv1.Deployment:
 			deploy = o

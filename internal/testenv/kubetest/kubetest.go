@@ -713,3 +713,16 @@ func (s *Server) ServiceAccountToken(ctx context.Context, ns, name string) (stri
 	}
 	return tr.Status.Token, nil
 }
+
+// CACert returns the PEM certificates that verify the server's (it makes
+// its own at start, for 127.0.0.1 and kubernetes.default.svc), as a pod's
+// service account's ca.crt holds them.
+func (s *Server) CACert() ([]byte, error) {
+	return os.ReadFile(filepath.Join(s.dir, "certs", "apiserver.crt"))
+}
+
+// Port is the port the server listens on.
+func (s *Server) Port() string {
+	_, port, _ := strings.Cut(s.Addr(), ":")
+	return port
+}
