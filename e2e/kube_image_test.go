@@ -52,6 +52,7 @@ func TestKubeImageRunsAsAPod(t *testing.T) {
 			t.Fatalf("packaging/Dockerfile does not say %q: it lays out the image otherwise than packaging/rootfs.sh, which this test runs", want)
 		}
 	}
+	srv := kubetest.Start(t) // first: make test skips here
 	dir := t.TempDir()
 	rootfs := filepath.Join(dir, "rootfs")
 	build := exec.Command("sh", "../packaging/rootfs.sh", rootfs)
@@ -59,8 +60,6 @@ func TestKubeImageRunsAsAPod(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("packaging/rootfs.sh: %v\n%s", err, out)
 	}
-
-	srv := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 	defer cancel()
 	ns, err := srv.CreateNamespace(ctx)
