@@ -105,6 +105,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-calib-sqlite" {
 		os.Exit(calibMain(os.Args[1:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "-rollout" {
+		os.Exit(rolloutMain(os.Args[1:])) // rollout.go
+	}
 	var o options
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "write the report here")
 	flag.BoolVar(&o.quick, "quick", false, "few runs and short windows (about 2 minutes); numbers are indicative only")
