@@ -287,7 +287,7 @@ func (lb *Labeler) apply(ctx context.Context, want bool) error {
 			return nil // never asked for since the last removal
 		}
 		if err := lb.api.setLabel(ctx, lb.pod, lb.label.Key, nil); err != nil {
-			return lb.failed("patch", "remove the leader label from this pod", err)
+			return lb.failed("patch", "cannot remove the leader label from this pod; it is tried again, and the next leader removes it", err)
 		}
 		lb.mu.Lock()
 		lb.maybe = false
@@ -298,7 +298,7 @@ func (lb *Labeler) apply(ctx context.Context, want bool) error {
 	var cleanErr error
 	others, err := lb.api.labelled(ctx, lb.pod.Namespace, lb.label)
 	if err != nil {
-		cleanErr = lb.failed("list", "find other pods that carry the leader label", err)
+		cleanErr = lb.failed("list", "cannot find other pods that carry the leader label"+goesOn, err)
 	}
 	for _, name := range others {
 		if name == lb.pod.Name {
@@ -306,7 +306,7 @@ func (lb *Labeler) apply(ctx context.Context, want bool) error {
 		}
 		other := Pod{Namespace: lb.pod.Namespace, Name: name}
 		if err := lb.api.setLabel(ctx, other, lb.label.Key, nil); err != nil {
-			cleanErr = lb.failed("patch", "remove the leader label from another pod", err)
+			cleanErr = lb.failed("patch", "cannot remove the leader label from another pod"+goesOn, err)
 			continue
 		}
 		lb.log.Info("removed the leader label from another pod, a former leader's", "other", other.String())
@@ -318,7 +318,7 @@ func (lb *Labeler) apply(ctx context.Context, want bool) error {
 	lb.maybe = true
 	lb.mu.Unlock()
 	if err := lb.api.setLabel(ctx, lb.pod, lb.label.Key, &lb.label.Value); err != nil {
-		return lb.failed("patch", "label this pod as the leader's", err)
+		return lb.failed("patch", "cannot label this pod as the leader's"+goesOn, err)
 	}
 	if cleanErr != nil {
 		return cleanErr
@@ -327,9 +327,12 @@ func (lb *Labeler) apply(ctx context.Context, want bool) error {
 	return nil
 }
 
-// failed says that what could not be done, once per cause until the next
-// success, and returns err.
-func (lb *Labeler) failed(verb, what string, err error) error {
+// goesOn ends what a leader says of a label it could not set.
+const goesOn = "; leading goes on (the label is routing, the lease is safety), and it is tried again"
+
+// failed says msg (what could not be done) at warning level, once per
+// cause until the next success, and returns err.
+func (lb *Labeler) failed(verb, msg string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err // the want changed
 	}
@@ -346,7 +349,7 @@ func (lb *Labeler) failed(verb, what string, err error) error {
 	if forbidden {
 		attrs = append(attrs, "rbac", fmt.Sprintf("the service account needs %s on pods in namespace %s (a Role with verbs list, patch on pods, bound to it: see packaging/kubernetes/rbac.yaml)", verb, lb.pod.Namespace))
 	}
-	lb.log.Warn("cannot "+what+"; leading goes on (the label is routing, the lease is safety), and it is tried again", attrs...)
+	lb.log.Warn(msg, attrs...)
 	return err
 }
 
