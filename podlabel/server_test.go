@@ -150,13 +150,13 @@ func TestLabelWhileTheCommandRuns(t *testing.T) {
 	lb, log := f.labeler("relay-a", kubetest.AdminToken, "")
 	lb.Started()
 	f.awaitLabelled("relay-a")
+	awaitLog(t, log, 1, `msg="labelled this pod as the leader's"`)
 	lb.Ended()
 	f.awaitLabelled()
+	awaitLog(t, log, 1, `msg="removed the leader label from this pod"`)
 	lb.Started()
 	f.awaitLabelled("relay-a")
-	if n := log.count(`msg="labelled this pod as the leader's"`); n != 2 {
-		t.Errorf("said the label %d times, want 2:\n%s", n, log)
-	}
+	awaitLog(t, log, 2, `msg="labelled this pod as the leader's"`)
 }
 
 // TestTakeoverRemovesTheLabelFromOtherPods: a new leader removes the label
