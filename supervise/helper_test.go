@@ -149,6 +149,13 @@ func helper(mode string, args []string) int {
 		churnThreads()
 		writeFile(args[0], strconv.Itoa(c.Pid()))
 		time.Sleep(time.Hour)
+	case "cwd": // cwd FILE: write the working directory to FILE, then sleep
+		wd, err := os.Getwd()
+		if err != nil {
+			panic(err)
+		}
+		writeFile(args[0], wd)
+		time.Sleep(time.Hour)
 	case "fd3": // fd3 FILE: write what descriptor 3 is ("" when none) to FILE, exit 7
 		what, _ := os.Readlink("/proc/self/fd/3")
 		writeFile(args[0], what)

@@ -207,7 +207,11 @@ func Run() int {
 		report(fd, EncodeStatus(code, 0))
 		return code
 	}
-	// Started: what the init still runs is a small loop.
+	// Started: what the init still runs is a small loop, which needs no
+	// directory. The command keeps the one it was started in; the init
+	// moves to /, as dumb-init does, so as not to keep that one busy (a
+	// mount point that could not be unmounted, say).
+	unix.Chdir("/")
 	shed.Executable()
 	poll := time.NewTicker(time.Second) // SIGCHLD may be lost in a full channel
 	defer poll.Stop()
