@@ -49,7 +49,8 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(cmdMain(sigs))
 		},
-		"lrchild": childMain,
+		"lrchild":  childMain,
+		"sigstart": sigstartMain,
 	})
 }
 

@@ -115,11 +115,18 @@ func (c *Child) run(path string, started chan<- error) {
 		}
 	}
 	exe, args := path, c.spec.Args
+	sigs := startSignals
 	var ns *nsLaunch
 	if c.spec.Namespace != NoNamespace {
 		var err error
-		if exe, args, ns, err = c.prepareNamespace(path, attr); err != nil {
+		if exe, args, ns, err = c.prepareNamespace(path, attr, sigs); err != nil {
 			started <- err
+			return
+		}
+	} else if sigs.lostInFork() {
+		var err error
+		if exe, args, err = c.prepareExec(path, attr, sigs); err != nil {
+			started <- fmt.Errorf("start %q with the signals this process started with: %w", c.spec.Path, err)
 			return
 		}
 	}
@@ -134,6 +141,7 @@ func (c *Child) run(path string, started chan<- error) {
 		if c.spec.Namespace == UserNamespace {
 			defer dumpableWhileMapping()()
 		}
+		defer sigs.blockOnThread()() // the child starts with this thread's mask
 		pid, err := syscall.ForkExec(exe, args, attr)
 		if err == nil {
 			// The reaper's lock is held: the child cannot be reaped yet,

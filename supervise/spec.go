@@ -77,7 +77,8 @@ var (
 
 // strippedEnv lists the variables that address this process's own
 // supervisor (systemd) and must not leak to the child.
-var strippedEnv = []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", tagEnv, nsinit.StopsEnv}
+var strippedEnv = []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", tagEnv, nsinit.StopsEnv,
+	nsinit.SignalsEnv, nsinit.ExecEnv}
 
 // withDefaults returns s with its zero values replaced by their defaults and
 // the supervisor's variables removed from Env.
