@@ -170,6 +170,12 @@ func helper(mode string, args []string) int {
 		_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 		Reraise(Status{Signal: sig})
 		return 99
+	case "suspend-supervisor": // suspend-supervisor DIR NAMESPACE CGROUP: see suspendSupervisor
+		return suspendSupervisor(args)
+	case "tree": // tree DIR: see tickingTree
+		return tickingTree(args)
+	case "tick": // tick DIR: see tickingTree
+		return tick(args)
 	case "tty-session", "tty-shell", "tty-supervise", "tty-report":
 		return ttyHelper(mode, args)
 	default:
