@@ -35,7 +35,7 @@ func (r *Replica) openStore() (lease.Store, error) {
 	defer cancel()
 	backoff := 250 * time.Millisecond
 	for {
-		store, err := lease.Open(ctx, r.dsn)
+		store, err := lease.OpenWith(ctx, r.dsn, lease.OpenOptions{Logger: r.log})
 		switch {
 		case err == nil:
 			r.keepSecrets(store)
