@@ -27,7 +27,10 @@
 // the server (SelfSubjectAccessReview) whether the user may get, list,
 // watch, create and update leases in the namespace, and refuses naming
 // what is missing; packaging/kubernetes/rbac.yaml has the Role. leaderrun
-// never deletes a Lease.
+// never deletes a Lease. The store's errors, and client-go's log of a
+// failed watch, are scrubbed of the kubeconfig's credentials and of the
+// credential each request carried (credentials), which a server or a
+// proxy may echo.
 //
 // # Objects
 //
