@@ -91,6 +91,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		rules.ExplicitPath = c.kubeconfig
 	}
+	if err := checkKubeconfigs(rules); err != nil {
+		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
+	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
 	creds := &credentials{}
 	if raw, err := loader.RawConfig(); err == nil {
