@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -58,16 +59,20 @@ func (c *credentials) addSent(s string) {
 	c.sent = append(c.sent, s)
 }
 
-// addFile adds the contents of the file at path, if there is one.
+// addFile adds the contents of the file at path, if it is a regular file:
+// a FIFO a kubeconfig names for a context not used would block Open.
 func (c *credentials) addFile(path string) {
 	if path == "" {
 		return
 	}
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return
+	}
 	if b, err := io.ReadAll(io.LimitReader(f, maxSecretFile)); err == nil {
 		c.add(string(b))
 	}

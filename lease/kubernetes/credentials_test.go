@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,4 +278,34 @@ func TestWatchErrorsLogNoCredentials(t *testing.T) {
 	s.Close()
 	<-waited
 	wantScrubbed(t, "the log", errors.New(logged.String()), srv, tc.secrets)
+}
+
+// TestTokenFileFIFODoesNotHangOpen: the secrets Open collects include the
+// token files of the kubeconfig's other users, which client-go never
+// reads; one that is a FIFO nobody writes must not hang Open.
+func TestTokenFileFIFODoesNotHangOpen(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := newEchoServer(t, "", false)
+	user := "    token: " + secret("token") + "\n- name: other\n  user:\n    tokenFile: " + fifo
+	kubeconfig := writeKubeconfig(t, filepath.Join(dir, "kubeconfig"), srv.Server, user)
+	opened := make(chan error, 1)
+	go func() {
+		s, err := Open(context.Background(), "k8s://ns?kubeconfig="+kubeconfig)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open hung on another user's token file, a FIFO")
+	}
 }
