@@ -4,7 +4,6 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -92,14 +91,25 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		rules.ExplicitPath = c.kubeconfig
 	}
+	if err := checkKubeconfigs(rules); err != nil {
+		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
+	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	creds := &credentials{}
+	if raw, err := loader.RawConfig(); err == nil {
+		creds.fromKubeconfig(raw)
+	}
+	refuse := func(err error) error {
+		return errorPolicy(c.namespace).Wrap("open kubernetes store "+dsn, lease.Refused(err), creds.list())
+	}
 	cfg, err := loader.ClientConfig()
 	if err != nil {
-		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", dsn, err))
+		return nil, refuse(fmt.Errorf("no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", err))
 	}
+	creds.fromConfig(cfg)
 	if c.namespace == "" {
 		if c.namespace, _, err = loader.Namespace(); err != nil {
-			return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: namespace: %w", dsn, err))
+			return nil, refuse(fmt.Errorf("namespace: %w", err))
 		}
 	}
 	cfg.UserAgent = "leaderrun"
@@ -108,11 +118,13 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg.QPS, cfg.Burst = 100, 200
 	clock := clockFor(cfg.Host)
 	cfg.Wrap(clock.wrap)
+	cfg.Wrap(creds.wrap)
 	client, err := newClients(cfg)
 	if err != nil {
-		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
+		return nil, refuse(err)
 	}
 	s := newStore(client, c.namespace, clock, fmt.Sprintf("k8s://%s (%s)", c.namespace, redactHost(cfg.Host)))
+	s.creds = creds
 	if err := clock.calibrate(ctx, client.coord); err != nil {
 		return nil, s.apiError("open kubernetes store "+s.describe, err)
 	}
@@ -191,11 +203,9 @@ func (s *Store) checkAccess(ctx context.Context) error {
 			s.describe, strings.Join(ordered, ", "), s.namespace, strings.Join(Verbs, ", ")))
 	}
 	if failed != nil && !isForbidden(failed) {
-		if errors.Is(s.apiError("", failed), lease.ErrRefused) {
-			return s.apiError("open kubernetes store "+s.describe, failed)
-		}
-		// Unreachable since calibration: a plain error, retried.
-		return fmt.Errorf("open kubernetes store %s: %w", s.describe, failed)
+		// Refused, or unreachable since calibration: a plain error,
+		// retried.
+		return s.apiError("open kubernetes store "+s.describe, failed)
 	}
 	return nil
 }
