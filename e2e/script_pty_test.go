@@ -18,6 +18,9 @@ import (
 // a new session whose controlling terminal is a pseudo-terminal, as a user
 // at a terminal runs it: its output goes to $WORK/NAME.out, its exit status
 // (128+N for signal N) to $WORK/NAME.exit, and ptykey types on the terminal.
+// It starts with every signal at its default and unblocked (through
+// sigstart), whatever the tests were started with: leaderrun passes that
+// on to its command.
 func cmdPtyRun(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
 		ts.Fatalf("usage: ptyrun NAME PROG [ARG...]")
@@ -25,10 +28,10 @@ func cmdPtyRun(ts *testscript.TestScript, neg bool, args []string) {
 	name := args[0]
 	pty, tty, err := openPty()
 	ts.Check(err)
-	path, err := lookPathIn(args[1], ts.Getenv("PATH"))
+	path, err := lookPathIn("sigstart", ts.Getenv("PATH"))
 	ts.Check(err)
-	cmd := exec.Command(path, args[2:]...)
-	cmd.Args[0] = args[1]
+	cmd := exec.Command(path, append([]string{"-", "-"}, args[1:]...)...)
+	cmd.Args[0] = "sigstart"
 	cmd.Dir = ts.Getenv("WORK")
 	for _, k := range []string{"PATH", "HOME", "WORK", "LEADERRUN_STORE", "LEADERRUN_PID_NAMESPACE", "TEST_PIDFILE", "TEST_STDERR"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))

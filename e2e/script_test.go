@@ -50,7 +50,8 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(cmdMain(sigs))
 		},
-		"lrchild": childMain,
+		"lrchild":  childMain,
+		"sigstart": sigstartMain,
 	})
 }
 

@@ -51,6 +51,18 @@ type Tenure struct {
 	// stepDown is the record that showed the step-down request that ended
 	// the tenure; run sets it before it ends ctx with ErrSteppedDown.
 	stepDown lease.Record
+	// deadline is run's renew deadline, on the Elector's clock, for
+	// Trusted.
+	deadline atomic.Int64
+}
+
+// Trusted reports whether the holder may still trust the tenure: it has
+// not ended, and its renew deadline has not passed, by the clock read now.
+// A holder that has just been continued after a stop asks it before
+// anything the tenure protects runs again: the tenure's own goroutine
+// may not have read the clock since.
+func (t *Tenure) Trusted() bool {
+	return t.ctx.Err() == nil && t.e.clock()() < time.Duration(t.deadline.Load())
 }
 
 // StepDownRequest returns the record that showed the step-down request
@@ -85,6 +97,7 @@ func (e *Elector) newTenure(rec lease.Record, sent time.Duration, external bool)
 	t := &Tenure{Record: rec, e: e, ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}),
 		results: make(chan renewal, 1), external: external, asked: make(chan lease.Record)}
+	t.deadline.Store(int64(sent + e.RenewDeadline))
 	go t.run(sent)
 	if !external {
 		go t.noticeStepDown()
@@ -277,6 +290,7 @@ func (t *Tenure) run(sent time.Duration) {
 				return
 			case r.err == nil:
 				deadline = max(deadline, r.sent+e.RenewDeadline)
+				t.deadline.Store(int64(deadline))
 				log.Debug("renewed", "took", roundLogged(clock()-r.sent),
 					"expires_in", r.rec.Remaining.Round(time.Millisecond))
 			case errors.Is(r.err, lease.ErrLost) && t.yielding.Load():

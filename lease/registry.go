@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -19,6 +20,10 @@ type OpenOptions struct {
 	// directory, schema or table, and fails with an error wrapping
 	// ErrNoStore when there is none to open.
 	Existing bool
+	// Logger receives what a store works around and the operator should
+	// know (the SQLite store's wake directory that it does not use, and
+	// why). Nil discards it.
+	Logger *slog.Logger
 }
 
 // ErrNoStore is returned by Open with OpenOptions.Existing when the DSN

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,18 +30,18 @@ var codecs = func() serializer.CodecFactory {
 
 // client is the api of a real API server.
 type client struct {
-	rc    rest.Interface
-	token string // never shown in an error
+	rc   rest.Interface
+	conn *kubernetes.Connection // its Scrub takes the credentials out of errors
 }
 
 // newAPI returns the client of the API server that the k8s:// DSN's
 // configuration names, and that configuration's namespace.
 func newAPI(dsn string) (api, string, error) {
-	cfg, namespace, err := kubernetes.Config(dsn)
+	conn, err := kubernetes.Config(dsn)
 	if err != nil {
 		return nil, "", err
 	}
-	cfg = rest.CopyConfig(cfg)
+	cfg := rest.CopyConfig(conn.REST)
 	cfg.APIPath = "/api"
 	cfg.GroupVersion = &schema.GroupVersion{Version: "v1"}
 	cfg.NegotiatedSerializer = codecs.WithoutConversion()
@@ -50,7 +49,7 @@ func newAPI(dsn string) (api, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return &client{rc: rc, token: cfg.BearerToken}, namespace, nil
+	return &client{rc: rc, conn: conn}, conn.Namespace, nil
 }
 
 func (c *client) setLabel(ctx context.Context, pod Pod, key string, value *string) error {
@@ -100,13 +99,16 @@ func (c *client) describe(err error) (cause string, forbidden bool) {
 	return "error", false
 }
 
-// scrub takes the bearer token out of err's text, where a server or a
+// scrub takes every credential out of err's text, where a server or a
 // proxy echoed it.
 func (c *client) scrub(err error) error {
-	if err == nil || c.token == "" || !strings.Contains(err.Error(), c.token) {
-		return err
+	if err == nil {
+		return nil
 	}
-	return &scrubbed{strings.ReplaceAll(err.Error(), c.token, "[token]"), err}
+	if text := c.conn.Scrub(err.Error()); text != err.Error() {
+		return &scrubbed{text, err}
+	}
+	return err
 }
 
 // scrubbed is an error whose text had a secret taken out.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -825,5 +826,38 @@ func TestLoopHooksAroundTheCommand(t *testing.T) {
 				t.Errorf("events %q: a command that did not start was heard of", lp.ev.list())
 			}
 		}
+	})
+}
+
+// TestLoopCommandResumesOnlyWhileTheTenureHolds: the command's tree, frozen
+// while leaderrun was stopped, may run again (Spec.Resumable) while the
+// tenure holds, and not once leaderrun wakes past the renew deadline,
+// before the tenure's own goroutine has noticed.
+func TestLoopCommandResumesOnlyWhileTheTenureHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var jump atomic.Int64
+		resumable := make(chan func() bool, 1)
+		lp := startLoop(t, nil, func(lp *loop) {
+			lp.l.elector.Clock = func() time.Duration { return time.Since(lp.start) + time.Duration(jump.Load()) }
+			start := lp.l.start
+			lp.l.start = func(spec supervise.Spec) (child, error) {
+				resumable <- spec.Resumable
+				return start(spec)
+			}
+		})
+		lp.next(time.Second)
+		may := <-resumable
+		if may == nil {
+			t.Fatal("the command's Spec has no Resumable: a frozen tree would thaw whatever became of the tenure")
+		}
+		time.Sleep(10 * time.Second) // renewed meanwhile
+		if !may() {
+			t.Errorf("Resumable = false while the tenure holds")
+		}
+		jump.Store(int64(time.Hour)) // leaderrun was stopped for an hour
+		if may() {
+			t.Errorf("Resumable = true an hour past the renew deadline")
+		}
+		lp.end()
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/signals"
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // relaySignals forwards signals to the running commands until quit closes.
@@ -54,16 +55,18 @@ func (r *Replica) commands() []child {
 }
 
 // suspend passes Ctrl-Z on: it stops the commands' groups with SIGSTOP,
-// then stops this process, as a job stops, so that the shell's fg (a
-// SIGCONT, which leaderrun forwards) resumes them all. No command runs
-// while leaderrun is stopped; a tenure whose deadline passed meanwhile
-// ends at once on resumption, before any store call.
+// then stops this process, as a job stops, with every command's whole
+// tree frozen (supervise.Suspend), so that the shell's fg (a SIGCONT,
+// which leaderrun forwards) resumes them all. Nothing of a command's tree
+// runs while leaderrun is stopped; on resumption, a tree whose tenure's
+// deadline passed meanwhile is killed before it thaws, and that tenure
+// ends, before any store call.
 func (r *Replica) suspend() {
 	for _, c := range r.commands() {
-		r.log.Info("suspended (SIGTSTP); stopping the command too", "pid", c.Pid())
+		r.log.Info("suspended (SIGTSTP); stopping the command too, its whole tree frozen", "pid", c.Pid())
 		c.Signal(syscall.SIGSTOP)
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	supervise.Suspend()
 }
 
 // stop asks the mode to stop its commands with sig (0: the stop signal)

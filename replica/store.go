@@ -38,7 +38,7 @@ func (r *Replica) openStore() (lease.Store, error) {
 	backoff := 250 * time.Millisecond
 	var said unreachableLog
 	for {
-		store, err := lease.Open(ctx, r.dsn)
+		store, err := lease.OpenWith(ctx, r.dsn, lease.OpenOptions{Logger: r.log})
 		switch {
 		case err == nil:
 			r.keepSecrets(store)

@@ -150,6 +150,11 @@ func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publi
 		Logger:     log,
 		Namespace:  r.cfg.Namespace,
 		Proved:     ten.Seized(),
+		// Continued after a stop that froze the command's tree, the
+		// tree runs again only while the tenure holds (see
+		// supervise.Suspend): DESIGN's first action after a wake-up that
+		// finds the deadline passed is to stop the command.
+		Resumable: ten.Trusted,
 	})
 	if err == nil {
 		r.mu.Lock()

@@ -33,7 +33,8 @@ const (
 	// Stop: ends the tenure as a shutdown does (see StopOn and PassOn).
 	Stop
 	// Suspend: the terminal's Ctrl-Z (TSTP): SIGSTOP to the command's
-	// group, then to leaderrun itself; SIGCONT resumes both.
+	// group, its whole tree frozen, then to leaderrun itself; SIGCONT
+	// resumes both (see supervise.Suspend).
 	Suspend
 	// Ignore: caught and dropped.
 	Ignore

@@ -21,7 +21,7 @@ var notes = map[syscall.Signal]string{
 	syscall.SIGKILL:   "cannot be caught: leaderrun dies at once, and its command with it (the PID namespace ends, or Pdeathsig); the lease is held until it expires",
 	syscall.SIGSTOP:   "cannot be caught: stops leaderrun, not the command; after SIGCONT a tenure whose renew deadline passed ends at once",
 	syscall.SIGCONT:   "also resumes leaderrun after SIGSTOP or Ctrl-Z",
-	syscall.SIGTSTP:   "Ctrl-Z: SIGSTOP to the command's group, then to leaderrun (as PID 1, only the command stops); SIGCONT resumes both",
+	syscall.SIGTSTP:   "Ctrl-Z: SIGSTOP to the command's group, its whole tree frozen, then to leaderrun (as PID 1, only the command stops); SIGCONT resumes both, or kills the frozen tree if the tenure ended meanwhile",
 	syscall.SIGTTIN:   "stops leaderrun, as it stops a background job that reads the terminal; as PID 1, or in an orphaned process group, it is dropped",
 	syscall.SIGTTOU:   "as SIGTTIN (a background job that writes to the terminal)",
 	syscall.SIGWINCH:  "the terminal's new size",

@@ -33,6 +33,8 @@ type Child struct {
 	cg  *cgroup   // the child's own cgroup, or nil; see cgroup.go
 	tty *terminal // the controlling terminal on its stdin, or nil; see tty.go
 
+	frozen *frozenTree // while a suspension holds its tree frozen; guarded by theReaper.mu (see freeze.go)
+
 	stopOnce sync.Once
 }
 
@@ -118,11 +120,18 @@ func (c *Child) run(path string, started chan<- error) {
 		}
 	}
 	exe, args := path, c.spec.Args
+	sigs := startSignals
 	var ns *nsLaunch
 	if c.spec.Namespace != NoNamespace {
 		var err error
-		if exe, args, ns, err = c.prepareNamespace(path, attr); err != nil {
+		if exe, args, ns, err = c.prepareNamespace(path, attr, sigs); err != nil {
 			started <- err
+			return
+		}
+	} else if sigs.lostInFork() {
+		var err error
+		if exe, args, err = c.prepareExec(path, attr, sigs); err != nil {
+			started <- fmt.Errorf("start %q with the signals this process started with: %w", c.spec.Path, err)
 			return
 		}
 	}
@@ -133,10 +142,12 @@ func (c *Child) run(path string, started chan<- error) {
 	if c.cg != nil {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, c.cg.fd
 	}
+	suspendMu.Lock() // not while a suspension freezes the trees
 	err := theReaper.fork(c, func() (int, error) {
 		if c.spec.Namespace == UserNamespace {
 			defer dumpableWhileMapping()()
 		}
+		defer sigs.blockOnThread()() // the child starts with this thread's mask
 		pid, err := syscall.ForkExec(exe, args, attr)
 		if err == nil {
 			// The reaper's lock is held: the child cannot be reaped yet,
@@ -147,6 +158,7 @@ func (c *Child) run(path string, started chan<- error) {
 		}
 		return pid, err
 	})
+	suspendMu.Unlock()
 	runtime.KeepAlive(c.spec.Stdin)
 	runtime.KeepAlive(c.spec.Stdout)
 	runtime.KeepAlive(c.spec.Stderr)
@@ -219,7 +231,9 @@ func (c *Child) Status() Status {
 // it has left that group. After the child has been reaped it does nothing and
 // returns nil, so it never signals a recycled pid. In a namespace, the
 // signals go to the init, which passes them to the command's group;
-// SIGSTOP is sent as SIGTSTP, which the init turns into SIGSTOP.
+// SIGSTOP is sent as SIGTSTP, which the init turns into SIGSTOP. While a
+// suspension holds the child's tree frozen, SIGCONT waits until the tree
+// was thawed or killed (see Suspend).
 func (c *Child) Signal(sig syscall.Signal) error {
 	if sig == syscall.SIGSTOP && c.spec.Namespace != NoNamespace {
 		// SIGSTOP would stop the init, not the command: the init
@@ -227,6 +241,7 @@ func (c *Child) Signal(sig syscall.Signal) error {
 		sig = syscall.SIGTSTP
 	}
 	if sig == syscall.SIGCONT {
+		c.awaitThaw()
 		c.giveTerminal() // resumed by fg: the terminal goes back first
 	}
 	r := &theReaper

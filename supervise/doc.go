@@ -8,7 +8,10 @@
 // command that reads from the terminal (stopped by SIGTTIN, as any
 // background job is) or sets its modes (SIGTTOU) is made the foreground
 // job and continued, and the terminal is taken back when it stops at the
-// terminal or ends (see tty.go). The child gets SIGKILL if
+// terminal or ends (see tty.go). When this process stops as a job does
+// (Suspend), every child's whole tree is frozen first, and on SIGCONT it
+// thaws only where Spec.Resumable says so; else it dies frozen (see
+// freeze.go). The child gets SIGKILL if
 // the thread that forked it dies, and that thread lives until the child has
 // been reaped, so the child never outlives this process.
 //

@@ -153,6 +153,13 @@ func helper(mode string, args []string) int {
 		churnThreads()
 		writeFile(args[0], strconv.Itoa(c.Pid()))
 		time.Sleep(time.Hour)
+	case "cwd": // cwd FILE: write the working directory to FILE, then sleep
+		wd, err := os.Getwd()
+		if err != nil {
+			panic(err)
+		}
+		writeFile(args[0], wd)
+		time.Sleep(time.Hour)
 	case "fd3": // fd3 FILE: write what descriptor 3 is ("" when none) to FILE, exit 7
 		what, _ := os.Readlink("/proc/self/fd/3")
 		writeFile(args[0], what)
@@ -167,6 +174,12 @@ func helper(mode string, args []string) int {
 		_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 		Reraise(Status{Signal: sig})
 		return 99
+	case "suspend-supervisor": // suspend-supervisor DIR NAMESPACE CGROUP: see suspendSupervisor
+		return suspendSupervisor(args)
+	case "tree": // tree DIR: see tickingTree
+		return tickingTree(args)
+	case "tick": // tick DIR: see tickingTree
+		return tick(args)
 	case "tty-session", "tty-shell", "tty-supervise", "tty-report":
 		return ttyHelper(mode, args)
 	default:

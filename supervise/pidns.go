@@ -72,12 +72,21 @@ var ErrNamespace = errors.New("cannot create a PID namespace")
 // exit with its result before doing anything else: RunInit exits at once,
 // running nothing, when the parent's nonce did not come. Only the first
 // call checks; it may wait up to handshakeWait for the nonce.
-func IsNamespaceInit() bool { return nsinit.IsInit() }
+//
+// It also reports true for a process that Start runs to start a command
+// with the signals this process started with (see sigstate.go); RunInit
+// then starts it.
+func IsNamespaceInit() bool { return nsinit.IsExec() || nsinit.IsInit() }
 
 // RunInit is the init of a PID namespace that Start created (see package
 // nsinit): it runs the command named by its arguments, and returns the exit
 // code for this process. It subscribes to the signals itself.
-func RunInit() int { return nsinit.Run() }
+func RunInit() int {
+	if nsinit.IsExec() {
+		return nsinit.RunExec()
+	}
+	return nsinit.Run()
+}
 
 // encodeStatus and decodeStatus carry a Status through the status pipe:
 // one line "CODE SIGNAL\n", at most maxReportLen bytes.
@@ -173,8 +182,9 @@ func (l *nsLaunch) awaitReady() {
 
 // prepareNamespace rewrites what run forks: path and args become the
 // init's (see initExecutable), the command's path and argv follow, and the status pipe is
-// passed as descriptor 3.
-func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, []string, *nsLaunch, error) {
+// passed as descriptor 3; sigs is the signal state the init gives the
+// command.
+func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr, sigs signalState) (string, []string, *nsLaunch, error) {
 	exe, argv0, err := initExecutable()
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("start %q in a PID namespace: %w", c.spec.Path, err)
@@ -197,7 +207,8 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr) (string, [
 	if c.spec.probe {
 		stop = 0 // no command: the init only proves it could start
 	}
-	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], nsinit.EnvValue(stop, c.spec.KillGrace, l.nonce))
+	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], nsinit.EnvValue(stop, c.spec.KillGrace, l.nonce),
+		nsinit.SignalsEnv+"="+sigs.value())
 	attr.Sys.Cloneflags = unix.CLONE_NEWPID | unix.CLONE_NEWNS
 	if c.spec.Namespace == UserNamespace {
 		// The init needs CAP_SYS_ADMIN in its namespaces to mount their

@@ -147,6 +147,27 @@ func TestPIDNamespaceSIGSTOPStopsTheCommand(t *testing.T) {
 	c.Stop()
 }
 
+// TestPIDNamespaceInitLeavesTheWorkingDirectory: the command starts in
+// the directory it was given, and the namespace's init, which runs as
+// long as the command does, moves to / once the command started, as
+// dumb-init does: it must not keep the command's directory (a mount
+// point, say) busy.
+func TestPIDNamespaceInitLeavesTheWorkingDirectory(t *testing.T) {
+	requireNamespaces(t)
+	dir := t.TempDir()
+	report := filepath.Join(t.TempDir(), "cwd")
+	c := startHelper(t, Spec{Namespace: PIDNamespace, Dir: dir}, "cwd", report)
+	if got := waitFile(t, report); got != dir {
+		t.Errorf("the command's working directory is %q, want %q", got, dir)
+	}
+	initCwd := func() string {
+		s, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", c.Pid()))
+		return s
+	}
+	waitFor(t, "the init's working directory to be /", func() bool { return initCwd() == "/" })
+	c.Stop()
+}
+
 // TestPIDNamespaceInitWithoutNonceExits starts this program as a
 // namespace's init would be started, but closes the handshake pipe
 // without the nonce, as a supervisor SIGKILLed while it forks the init

@@ -49,6 +49,11 @@ type Spec struct {
 	// refuses the namespace. The program must call RunInit first thing
 	// when IsNamespaceInit reports true.
 	Namespace Namespace
+	// Resumable is asked, when this process is continued after a
+	// job-control stop (Suspend) that froze the command's whole tree,
+	// whether the tree may run again; false: the tree is killed while
+	// still frozen. It must answer at once. Nil means yes.
+	Resumable func() bool
 	// Proved says that the caller proved every process of the tenure
 	// before its own gone (a takeover on this host, package samehost): Start
 	// then leaves what dead leaderrun processes left in their cgroups to
@@ -77,7 +82,8 @@ var (
 
 // strippedEnv lists the variables that address this process's own
 // supervisor (systemd) and must not leak to the child.
-var strippedEnv = []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", tagEnv, nsinit.StopsEnv}
+var strippedEnv = []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", tagEnv, nsinit.StopsEnv,
+	nsinit.SignalsEnv, nsinit.ExecEnv}
 
 // withDefaults returns s with its zero values replaced by their defaults and
 // the supervisor's variables removed from Env.

@@ -40,6 +40,7 @@ func (c *Child) StopWith(sig syscall.Signal) Status {
 }
 
 func (c *Child) stop(sig syscall.Signal) {
+	c.awaitThaw() // a frozen tree is thawed or killed first (see Suspend)
 	grace := c.spec.KillGrace
 	deadline := time.Now().Add(grace)
 	gone := false

@@ -23,8 +23,9 @@ import (
 // a shell's fg does, so that an interactive command works as it does
 // without leaderrun. From then on the terminal's keys go to the command.
 // When Ctrl-Z stops it, this process takes the terminal back and stops
-// too, so that the shell sees the job stopped; the SIGCONT of the shell's
-// fg, passed on through Signal, hands the terminal to the command again.
+// too (Suspend, which freezes every command's whole tree first), so that
+// the shell sees the job stopped; the SIGCONT of the shell's fg, passed on
+// through Signal, hands the terminal to the command again.
 // When the command ends, this process takes the terminal back.
 //
 // A namespace's init (package nsinit) is never the foreground job itself:
@@ -165,9 +166,11 @@ func (c *Child) jobStopped(sig syscall.Signal) {
 		return // SIGSTOP: sent by this process or by hand, not by the terminal
 	}
 	// The command stopped as a job stops: stop with it, so that the shell
-	// sees the job stopped and its fg resumes both.
-	c.logger.Info("the command stopped at the terminal; stopping with it", "pid", c.pid, "signal", signals.Name(sig))
-	unix.Kill(os.Getpid(), syscall.SIGSTOP)
+	// sees the job stopped and its fg resumes both; with every command's
+	// whole tree frozen meanwhile, since the command may have stopped
+	// itself (kill -TSTP $$) and left a descendant running.
+	c.logger.Info("the command stopped at the terminal; stopping with it, its whole tree frozen", "pid", c.pid, "signal", signals.Name(sig))
+	Suspend()
 }
 
 // otherChildHasTerminal reports whether the terminal's foreground group is

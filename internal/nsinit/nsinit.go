@@ -187,6 +187,7 @@ func Run() int {
 	}
 	defer unix.Close(fd)
 	stops := stopsPipe()
+	sigState := takeSignals(SignalsEnv)
 	// From now on a signal is forwarded, not lost (the kernel drops a
 	// signal to a namespace's init that has no handler for it).
 	sigs := make(chan os.Signal, 64)
@@ -203,11 +204,15 @@ func Run() int {
 	// never unlocked.
 	runtime.LockOSThread()
 	c := &command{tty: newTerminal(), stops: stops}
-	if code := c.start(os.Args[1], os.Args[2:]); code != 0 {
+	if code := c.start(os.Args[1], os.Args[2:], sigState, sigs); code != 0 {
 		report(fd, EncodeStatus(code, 0))
 		return code
 	}
-	// Started: what the init still runs is a small loop.
+	// Started: what the init still runs is a small loop, which needs no
+	// directory. The command keeps the one it was started in; the init
+	// moves to /, as dumb-init does, so as not to keep that one busy (a
+	// mount point that could not be unmounted, say).
+	unix.Chdir("/")
 	shed.Executable()
 	poll := time.NewTicker(time.Second) // SIGCHLD may be lost in a full channel
 	defer poll.Stop()
@@ -279,10 +284,11 @@ type command struct {
 	ttyHolds bool           // its group was made the foreground group
 }
 
-// start forks and execs the command in a process group of its own, and
-// returns 0, or the exit code of a command that could not start (127 not
-// found, else 126), having said why on stderr.
-func (c *command) start(path string, argv []string) int {
+// start forks and execs the command in a process group of its own, with
+// the signal state s (the ignored signals go on to sigs once it is
+// forked), and returns 0, or the exit code of a command that could not
+// start (127 not found, else 126), having said why on stderr.
+func (c *command) start(path string, argv []string, s signalState, sigs chan<- os.Signal) int {
 	if err := dropInheritedCaps(); err != nil {
 		os.Stderr.WriteString("leaderrun: namespace init: " + err.Error() + "\n")
 		return 126
@@ -294,17 +300,19 @@ func (c *command) start(path string, argv []string) int {
 			kept = append(kept, kv)
 		}
 	}
+	// While the command forks, this thread blocks what it is to block
+	// (the fork inherits the thread's mask), and the signals it is to
+	// ignore are ignored: one that comes meanwhile is lost, as the command
+	// would have ignored it.
+	undo := s.apply(sigs)
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   kept,
 		Files: []uintptr{0, 1, 2},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
+	undo()
 	if err != nil {
-		os.Stderr.WriteString("leaderrun: start " + strconv.Quote(path) + ": " + err.Error() + "\n")
-		if err == syscall.ENOENT || err == syscall.ENOTDIR {
-			return 127
-		}
-		return 126
+		return startFailed(path, err)
 	}
 	c.pid, c.live = pid, true
 	return 0
@@ -387,4 +395,14 @@ func (c *command) stopLeftovers(sig syscall.Signal, grace time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 		c.reap() // a zombie still counts in its group
 	}
+}
+
+// startFailed says on stderr why the command at path could not start, and
+// returns the exit code for it: 127 when it was not found, else 126.
+func startFailed(path string, err error) int {
+	os.Stderr.WriteString("leaderrun: start " + strconv.Quote(path) + ": " + err.Error() + "\n")
+	if err == syscall.ENOENT || err == syscall.ENOTDIR {
+		return 127
+	}
+	return 126
 }

@@ -26,7 +26,13 @@
 // the server (SelfSubjectAccessReview) whether the user may get, list,
 // watch, create and update leases in the namespace, and refuses naming
 // what is missing; packaging/kubernetes/rbac.yaml has the Role. leaderrun
-// never deletes a Lease.
+// never deletes a Lease. A kubeconfig is read only when it, and every
+// directory and symbolic link on the way to it, belongs to this user or
+// root and no other user could have written it (checkKubeconfig): its
+// exec plugin runs as this user. The store's errors, and client-go's log of a
+// failed watch, are scrubbed of the kubeconfig's credentials and of the
+// credential each request carried (credentials), which a server or a
+// proxy may echo.
 //
 // # Objects
 //

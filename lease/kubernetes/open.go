@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -80,10 +79,11 @@ func parseDSN(dsn string) (config, error) {
 // a missing permission are errors that wrap lease.ErrRefused; an
 // unreachable server is a plain error, which a retry may fix.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, namespace, err := Config(dsn)
+	conn, err := Config(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open kubernetes store: %w", err)
 	}
+	cfg, namespace, creds := conn.REST, conn.Namespace, conn.creds
 	// Client-side limits far above what leaderrun sends (a few requests
 	// per lease duration), but for Open's calibration.
 	cfg.QPS, cfg.Burst = 100, 200
@@ -91,9 +91,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg.Wrap(clock.wrap)
 	client, err := newClients(cfg)
 	if err != nil {
-		return nil, lease.Refused(fmt.Errorf("open kubernetes store %s: %w", dsn, err))
+		return nil, errorPolicy(namespace).Wrap("open kubernetes store "+dsn, lease.Refused(err), creds.list())
 	}
 	s := newStore(client, namespace, clock, fmt.Sprintf("k8s://%s (%s)", namespace, redactHost(cfg.Host)))
+	s.creds = creds
 	if err := clock.calibrate(ctx, client.coord); err != nil {
 		return nil, s.apiError("open kubernetes store "+s.describe, err)
 	}
@@ -103,38 +104,66 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// Config returns the configuration of the API server that dsn
-// (k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]) names, and the
-// namespace, as Open loads them: the DSN's kubeconfig and context, else
-// kubectl's ($KUBECONFIG, then ~/.kube/config), else the pod's service
-// account; the namespace is the DSN's, else the context's or the pod's.
-// Its errors wrap lease.ErrRefused. Whatever else of leaderrun talks to
-// the API server (package podlabel) loads its configuration here, with
-// the same checks.
-func Config(dsn string) (*rest.Config, string, error) {
+// Connection is how to reach the API server that a k8s:// DSN names.
+type Connection struct {
+	// REST is the client configuration. Its transport records the
+	// credential of every request sent with it, for Scrub.
+	REST *rest.Config
+	// Namespace is the DSN's, else the context's or the pod's.
+	Namespace string
+	creds     *credentials
+}
+
+// Scrub returns msg without any secret of the configuration (the
+// kubeconfig's, the token file's) or any credential a request sent with
+// it carried: an error's text, which may quote what a server or a proxy
+// echoed.
+func (c *Connection) Scrub(msg string) string { return lease.Scrub(msg, c.creds.list()) }
+
+// Config returns the connection to the API server that dsn
+// (k8s://NAMESPACE[?kubeconfig=PATH&context=NAME]) names, as Open makes
+// it: the DSN's kubeconfig and context, else kubectl's ($KUBECONFIG, then
+// ~/.kube/config), else the pod's service account, each kubeconfig
+// checked before anything in it runs (checkKubeconfigs); the namespace is
+// the DSN's, else the context's or the pod's. Its errors wrap
+// lease.ErrRefused and hold no secret. Whatever else of leaderrun talks to
+// the API server (package podlabel) connects here, with the same checks.
+func Config(dsn string) (*Connection, error) {
 	c, err := parseDSN(dsn)
 	if err != nil {
-		return nil, "", lease.Refused(err)
+		return nil, lease.Refused(err)
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if c.kubeconfig != "" {
 		if _, err := os.Stat(c.kubeconfig); err != nil {
-			return nil, "", lease.Refused(fmt.Errorf("kubeconfig: %w", err))
+			return nil, lease.Refused(fmt.Errorf("kubeconfig: %w", err))
 		}
 		rules.ExplicitPath = c.kubeconfig
 	}
+	if err := checkKubeconfigs(rules); err != nil {
+		return nil, lease.Refused(fmt.Errorf("%s: %w", dsn, err))
+	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	creds := &credentials{}
+	if raw, err := loader.RawConfig(); err == nil {
+		creds.fromKubeconfig(raw)
+	}
+	refuse := func(err error) error {
+		return errorPolicy(c.namespace).Wrap(dsn, lease.Refused(err), creds.list())
+	}
 	cfg, err := loader.ClientConfig()
 	if err != nil {
-		return nil, "", lease.Refused(fmt.Errorf("%s: no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", dsn, err))
+		return nil, refuse(fmt.Errorf("no usable configuration (give ?kubeconfig=PATH, set KUBECONFIG, or run in a pod with a service account): %w", err))
 	}
+	creds.fromConfig(cfg)
 	if c.namespace == "" {
 		if c.namespace, _, err = loader.Namespace(); err != nil {
-			return nil, "", lease.Refused(fmt.Errorf("%s: namespace: %w", dsn, err))
+			return nil, refuse(fmt.Errorf("namespace: %w", err))
 		}
 	}
 	cfg.UserAgent = "leaderrun"
-	return cfg, c.namespace, nil
+	cfg.Wrap(creds.wrap)
+	return &Connection{REST: cfg, Namespace: c.namespace, creds: creds}, nil
 }
 
 func newStore(client clients, namespace string, clock *serverClock, describe string) *Store {
@@ -206,11 +235,9 @@ func (s *Store) checkAccess(ctx context.Context) error {
 			s.describe, strings.Join(ordered, ", "), s.namespace, strings.Join(Verbs, ", ")))
 	}
 	if failed != nil && !isForbidden(failed) {
-		if errors.Is(s.apiError("", failed), lease.ErrRefused) {
-			return s.apiError("open kubernetes store "+s.describe, failed)
-		}
-		// Unreachable since calibration: a plain error, retried.
-		return fmt.Errorf("open kubernetes store %s: %w", s.describe, failed)
+		// Refused, or unreachable since calibration: a plain error,
+		// retried.
+		return s.apiError("open kubernetes store "+s.describe, failed)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ type Store struct {
 	namespace string
 	client    clients
 	clock     *serverClock
+	creds     *credentials // scrubbed from every error (apiError)
 
 	mu       sync.Mutex               // guards written, observed and changed
 	written  map[string]*writtenLease // Lease name → the Lease as this handle last wrote it

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -36,6 +37,14 @@ func (s *Store) watch() <-chan struct{} {
 			AddFunc:    wake,
 			UpdateFunc: func(_, obj any) { wake(obj) },
 			DeleteFunc: wake,
+		})
+		// The reflector logs (klog, on stderr) why a list or watch
+		// failed: with the error's text scrubbed, as apiError does.
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if err != io.EOF && err != io.ErrUnexpectedEOF {
+				err = s.apiError("watch leases", err)
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 		s.informed = inf.GetStore()
 		go inf.Run(s.stop)

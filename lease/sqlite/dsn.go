@@ -22,7 +22,7 @@ func openDSN(ctx context.Context, dsn string, o lease.OpenOptions) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	opts.Existing = o.Existing
+	opts.Existing, opts.Logger = o.Existing, o.Logger
 	return Open(ctx, path, opts)
 }
 

@@ -84,6 +84,23 @@ func TestFIFOAtWakeFileDoesNotHang(t *testing.T) {
 	if err := unix.Mkfifo(path+wakeSuffix, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	changeHandsWithin(t, s, "Acquire and Release hung on a FIFO at the wake file's path")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }() // Close finishes the wake-ups
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wake-up hung on a FIFO at the wake file's path")
+	}
+}
+
+// changeHandsWithin is changeHands, failing the test with msg unless
+// Acquire and Release return within ten seconds.
+func changeHandsWithin(t *testing.T, s *Store, msg string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
@@ -98,14 +115,15 @@ func TestFIFOAtWakeFileDoesNotHang(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Acquire and Release hung on a FIFO at the wake file's path")
+		t.Fatal(msg)
 	}
 }
 
-// TestWakeWritesOnlyToFIFOs plants in the wake directory a hard link to a
-// file, a symbolic link to it and a FIFO without a reader: a change of
-// hands writes to none of the files, and removes the FIFO, whose waiter
-// is gone, while a waiter's own FIFO stays and is woken.
+// TestWakeWritesOnlyToFIFOs plants in the wake directory, under names of
+// the form leaderrun gives its FIFOs, a file, a hard link to another file,
+// a symbolic link to it and a FIFO without a reader: a change of hands
+// writes to none of the files, and removes the FIFO, whose waiter is gone,
+// while a waiter's own FIFO stays and is woken.
 func TestWakeWritesOnlyToFIFOs(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "leaderrun.db")
@@ -115,24 +133,32 @@ func TestWakeWritesOnlyToFIFOs(t *testing.T) {
 	if err := os.WriteFile(secret, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ww, err := watchWake(path+wakeDirSuffix, 0o600)
+	ww, err := watchWake(path+wakeDirSuffix, s.current().owner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ww.Close()
 	wakeDir := path + wakeDirSuffix
-	if err := os.Link(secret, filepath.Join(wakeDir, "hardlink")); err != nil {
+	planted := filepath.Join(wakeDir, wakeName(1))
+	if err := os.WriteFile(planted, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(secret, filepath.Join(wakeDir, "symlink")); err != nil {
+	if err := os.Link(secret, filepath.Join(wakeDir, wakeName(2))); err != nil {
 		t.Fatal(err)
 	}
-	deserted := filepath.Join(wakeDir, "1-deserted")
+	if err := os.Symlink(secret, filepath.Join(wakeDir, wakeName(3))); err != nil {
+		t.Fatal(err)
+	}
+	deserted := filepath.Join(wakeDir, wakeName(4))
 	if err := unix.Mkfifo(deserted, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	changeHands(t, s)
+	if err := s.Close(); err != nil { // waits for the wake-ups
+		t.Fatal(err)
+	}
 	wantUnchanged(t, secret, content)
+	wantUnchanged(t, planted, content)
 	if _, err := os.Lstat(deserted); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a FIFO nobody reads is still in the wake directory (%v)", err)
 	}

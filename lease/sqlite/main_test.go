@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,6 +40,7 @@ var helpers = map[string]func(ctx context.Context, path string, in *bufio.Scanne
 	"hold-and-die": helperHoldAndDie,
 	"take-over":    helperTakeOver,
 	"wait":         helperWait,
+	"hand-over":    helperHandOver,
 	"write-lock":   helperWriteLock,
 }
 
@@ -150,7 +152,9 @@ func helperTakeOver(ctx context.Context, path string, in *bufio.Scanner) error {
 }
 
 // helperWait waits for "handoff" to change hands each time the test writes
-// a line, and reports when it woke in wall-clock nanoseconds.
+// a line, and reports when it woke in wall-clock nanoseconds. Each Wait
+// lasts a minute, longer than the test waits for its answer: a wake-up
+// that does not come fails the test.
 func helperWait(ctx context.Context, path string, in *bufio.Scanner) error {
 	s, err := Open(ctx, path, Options{})
 	if err != nil {
@@ -164,10 +168,33 @@ func helperWait(ctx context.Context, path string, in *bufio.Scanner) error {
 		if err != nil && !errors.Is(err, lease.ErrNotFound) {
 			return err
 		}
-		if err := s.Wait(ctx, "handoff", seen, 10*time.Second); err != nil {
+		if err := s.Wait(ctx, "handoff", seen, time.Minute); err != nil {
 			return err
 		}
 		fmt.Printf("woke %d\n", time.Now().UnixNano())
+	}
+	return nil
+}
+
+// helperHandOver acquires "handoff" and releases it each time the test
+// writes a line.
+func helperHandOver(ctx context.Context, path string, in *bufio.Scanner) error {
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	holder := fmt.Sprintf("pid-%d", os.Getpid())
+	fmt.Println("ready")
+	for in.Scan() {
+		rec, err := s.Acquire(ctx, "handoff", holder, time.Minute)
+		if err != nil {
+			return err
+		}
+		if err := s.Release(ctx, "handoff", holder, rec.Token); err != nil {
+			return err
+		}
+		fmt.Println("released")
 	}
 	return nil
 }
@@ -186,9 +213,41 @@ type helper struct {
 // startHelper runs the test binary as helper mode on the database at path.
 func startHelper(t *testing.T, name, mode, path string) *helper {
 	t.Helper()
-	h := &helper{t: t, name: name, lines: make(chan string, 16), exited: make(chan error, 1)}
-	h.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	h.cmd.Env = append(os.Environ(), helperEnv+"="+mode, dbEnv+"="+path)
+	return runHelperCmd(t, name, helperCmd(os.Args[0], mode, path))
+}
+
+// startHelperAs is startHelper as user uid, with the supplementary groups
+// gids, from a copy of the test binary in bin, a directory that user may
+// reach (go test builds the binary in a directory of root's alone).
+func startHelperAs(t *testing.T, name, mode, path, bin string, uid uint32, gids []uint32) *helper {
+	t.Helper()
+	exe := filepath.Join(bin, "sqlite.test")
+	if _, err := os.Stat(exe); err != nil {
+		data, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(exe, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := helperCmd(exe, mode, path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: gids}}
+	return runHelperCmd(t, name, cmd)
+}
+
+// helperCmd is the command that runs the test binary exe as helper mode
+// on the database at path.
+func helperCmd(exe, mode, path string) *exec.Cmd {
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, dbEnv+"="+path)
+	return cmd
+}
+
+// runHelperCmd starts the helper process cmd.
+func runHelperCmd(t *testing.T, name string, cmd *exec.Cmd) *helper {
+	t.Helper()
+	h := &helper{t: t, name: name, cmd: cmd, lines: make(chan string, 16), exited: make(chan error, 1)}
 	h.cmd.Stderr = &h.stderr
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {

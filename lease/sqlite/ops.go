@@ -221,7 +221,7 @@ func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, 
 }
 
 // Release implements lease.Store: ErrLost unless holder still holds name
-// with token and the lease has not expired. It writes the wake file.
+// with token and the lease has not expired. It wakes the waiters.
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
 	if _, err := s.update(ctx, releaseSQL, name, holder, token, nil); err != nil {
 		return s.fail(fmt.Sprintf("release lease %q", name), err)

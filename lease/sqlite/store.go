@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ type Options struct {
 	// Existing opens only a database that exists and holds leaderrun's
 	// tables, and creates nothing (lease.OpenOptions.Existing).
 	Existing bool
+	// Logger receives the store's warnings (lease.OpenOptions.Logger):
+	// a wake directory it does not use, and why. Nil discards them.
+	Logger *slog.Logger
 }
 
 // Store is a lease.Store in an SQLite file. Its methods are safe for
@@ -43,6 +47,10 @@ type Store struct {
 	fileMu sync.RWMutex // guards file
 	file   *dbFile      // the database file open now; replaced by reopen
 
+	waker       waker     // runs wakeWaiters off the callers' paths
+	wakeWarned  sync.Once // for warnWakeDir
+	wakeStarted func()    // a test's hook: called as a wake-up pass starts
+
 	mu        sync.Mutex       // guards candidate
 	candidate map[string]int64 // name+"\x00"+holder → seen_ms last written
 }
@@ -54,6 +62,7 @@ type dbFile struct {
 	watch *watcher
 	dev   uint64
 	ino   uint64
+	owner dbOwner // the file's owner, group and permissions when opened
 }
 
 var _ lease.Store = (*Store)(nil)
@@ -85,6 +94,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, lease.Refused(err))
 	}
 	s := &Store{path: abs, opts: opts, clock: theClock(), closed: make(chan struct{})}
+	s.waker.pass = s.wakeWaiters
 	f, err := s.openFile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", abs, err)
@@ -109,10 +119,15 @@ func (s *Store) openFile(ctx context.Context) (*dbFile, error) {
 		db.Close()
 		return nil, lease.Refused(err)
 	}
-	// The FIFOs of the wake directory take the database's read and write
-	// bits: the users who may write the database may wake its waiters.
-	fifoMode := 0o600 | st.Mode&0o060
-	f := &dbFile{db: db, watch: newWatcher(watchDB, s.path+wakeDirSuffix, fifoMode), dev: st.Dev, ino: st.Ino}
+	// The wake directory and its FIFOs take the database file's group
+	// permissions: the users who may write the database may wake its
+	// waiters.
+	owner := ownerOf(&st)
+	if !s.opts.Existing {
+		makeWakeDir(s.path+wakeDirSuffix, owner)
+	}
+	f := &dbFile{db: db, watch: newWatcher(watchDB, s.path+wakeDirSuffix, owner, s.warnWakeDir),
+		dev: st.Dev, ino: st.Ino, owner: owner}
 	if err := retryBusy(ctx, openBusyBudget, func() error { return s.createTables(ctx, f.db) }); err != nil {
 		f.close()
 		if errors.Is(err, lease.ErrNoStore) {
@@ -204,11 +219,13 @@ func (s *Store) reopen(ctx context.Context) error {
 func (s *Store) Describe() string { return "sqlite:" + s.path }
 
 // Close implements lease.Store. It ends Waits in progress (they return
-// lease.ErrClosed) and closes the database; it does not release leases.
+// lease.ErrClosed), finishes the wake-ups that changes of hands asked for,
+// and closes the database; it does not release leases.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		s.waker.stop()
 		s.fileMu.Lock()
 		defer s.fileMu.Unlock()
 		err = s.file.close()

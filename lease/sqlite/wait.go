@@ -80,9 +80,10 @@ var waitSubscribed func()
 // data_version moves whenever another connection, in this process or
 // another, commits a change.
 type watcher struct {
-	db       *sql.DB // a pool of one connection, used only by run
-	wakeDir  string
-	fifoMode uint32 // the FIFO's permission bits
+	db      *sql.DB // a pool of one connection, used only by run
+	wakeDir string
+	owner   dbOwner     // the database file's
+	warn    func(error) // told why no FIFO could be made
 
 	mu       sync.Mutex    // guards the fields below
 	waiters  int           // Waits subscribed
@@ -93,10 +94,10 @@ type watcher struct {
 	closed   bool
 }
 
-func newWatcher(db *sql.DB, wakeDir string, fifoMode uint32) *watcher {
+func newWatcher(db *sql.DB, wakeDir string, owner dbOwner, warn func(error)) *watcher {
 	done := make(chan struct{})
 	close(done)
-	return &watcher{db: db, wakeDir: wakeDir, fifoMode: fifoMode, changed: make(chan struct{}), done: done}
+	return &watcher{db: db, wakeDir: wakeDir, owner: owner, warn: warn, changed: make(chan struct{}), done: done}
 }
 
 // subscribe registers a waiter, starting a watch if it is the first.
@@ -113,8 +114,9 @@ func (w *watcher) subscribe() (changed func() <-chan struct{}, done func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		prev, finished := w.done, make(chan struct{})
 		w.stop, w.done = cancel, finished
-		ww, err := watchWake(w.wakeDir, w.fifoMode)
+		ww, err := watchWake(w.wakeDir, w.owner)
 		if err != nil {
+			w.warn(err)
 			ww = nil // poll instead
 		}
 		w.watching = ww != nil

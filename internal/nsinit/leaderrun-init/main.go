@@ -10,6 +10,9 @@ import (
 )
 
 func main() {
+	if nsinit.IsExec() {
+		os.Exit(nsinit.RunExec()) // starts a command with its signal state
+	}
 	if !nsinit.IsInit() {
 		os.Stderr.WriteString("leaderrun-init: the init of leaderrun's PID namespaces; only leaderrun runs it\n")
 		os.Exit(2)
