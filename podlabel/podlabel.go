@@ -114,6 +114,9 @@ type api interface {
 	describe(err error) (cause string, forbidden bool)
 }
 
+// errLeftOut is newAPI's error in a build without Kubernetes.
+var errLeftOut = errors.New("this build leaves out Kubernetes (-tags nokubernetes); build without that tag")
+
 // Options configure New.
 type Options struct {
 	Label Label
@@ -167,6 +170,9 @@ func New(opts Options) (*Labeler, error) {
 		dsn = "k8s://" // kubectl's configuration, or the pod's service account
 	}
 	a, namespace, err := newAPI(dsn)
+	if errors.Is(err, errLeftOut) {
+		return nil, fmt.Errorf("--leader-label: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--leader-label: no way to reach the Kubernetes API server (not in a pod with a service account, and no kubeconfig): %w", err)
 	}
