@@ -63,7 +63,7 @@ KUBE_CHAOS = ^TestChaos$$/^(k8s|partitioned-k8s)$$
 test-kube: kube-apiserver
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) $(KUBE_PKGS)
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '$(KUBE_SCRIPTS)' ./e2e
-	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '^TestKube' ./e2e
+	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '^TestKube' ./e2e ./e2e/clientgo
 	cd lab && LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) -run '$(KUBE_CHAOS)' ./chaos
 
 # The packages whose tests run under the race detector: the engine, the lease contract and the

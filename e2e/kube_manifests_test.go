@@ -20,12 +20,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/leaderrun/leaderrun/config"
 	"github.com/leaderrun/leaderrun/internal/testenv/citest"
@@ -43,6 +43,19 @@ type manifestObject struct {
 	json []byte
 }
 
+// manifestScheme knows the API groups of the manifests' kinds (the
+// clientset's scheme would link every API group into this test binary,
+// which the scripts run as leaderrun).
+var manifestScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, policyv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
 // readManifests reads every document of packaging/kubernetes/*.yaml with
 // its namespace set to ns, decoded strictly (an unknown or repeated field
 // is an error).
@@ -52,7 +65,7 @@ func readManifests(t *testing.T, ns string) []manifestObject {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", manifestDir, err)
 	}
-	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	strict := serializer.NewCodecFactory(manifestScheme, serializer.EnableStrict).UniversalDeserializer()
 	var objs []manifestObject
 	for _, f := range files {
 		b, err := os.ReadFile(f)
