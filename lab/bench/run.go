@@ -170,31 +170,7 @@ func (b *bench) run(ctx context.Context) *report {
 		rep.Busy["init"] = busy()
 	}
 	if b.want("handoff") {
-		var cs []*contender
-		for _, st := range b.stores {
-			dsn, err := st.fresh(ctx, "handoff")
-			if err != nil {
-				rep.StoreNotes[st.Name+" hand-off"] = err.Error()
-				continue
-			}
-			cs = append(cs, b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod))
-		}
-		if etcd != nil {
-			cs = append(cs, b.etcdContender("etcdctl lock · etcd", etcd, defTTL))
-		}
-		for _, c := range cs {
-			if b.stopping() {
-				break
-			}
-			b.progress("hand-off: %s, %d runs", c.Label, o.handoffRuns)
-			busy := machineBusy()
-			rep.Handoff = append(rep.Handoff, b.runFailover(c, "handoff", o.handoffRuns, o.replicas))
-			rep.Busy["handoff "+c.Label] = busy()
-		}
-		if etcd != nil && !b.stopping() {
-			b.progress("etcdctl: SIGTERM to etcdctl alone")
-			rep.TermProbe = b.probeEtcdTerm(etcd, defTTL)
-		}
+		b.runHandoffs(ctx, rep)
 	}
 
 	if b.want("stepdown") {
