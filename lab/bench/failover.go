@@ -61,6 +61,10 @@ type failoverResult struct {
 	Direct []time.Duration
 	// HolderExit: kill() → the old holder process was reaped.
 	HolderExit []time.Duration
+	// Told: hand-off only: kill() → the old child's own reading when it got
+	// its stop signal (through the namespace's init, in leaderrun's
+	// default mode).
+	Told []time.Duration
 	// OldChildAlive counts runs in which the old holder's child was still
 	// running once the next child had started.
 	OldChildAlive int
@@ -263,7 +267,7 @@ func (s *scenario) once(res *failoverResult) error {
 		res.Remaining = append(res.Remaining, remaining)
 		res.AfterExpiry = append(res.AfterExpiry, time.Duration(next.At-t0)-remaining)
 	}
-	s.judge(res, next)
+	s.judge(res, next, t0)
 	if holder.wait(s.timeout) {
 		res.HolderExit = append(res.HolderExit, time.Duration(holder.exitAt-t0))
 	} else {
@@ -308,10 +312,10 @@ func (s *scenario) leaseLeft(t0 int64) time.Duration {
 	return -1
 }
 
-// judge counts what went wrong in the hand-over from s.cur to next: a
-// token that did not increase, the old child alive (or still holding its
-// lock) when the next one started, an overlap of the two.
-func (s *scenario) judge(res *failoverResult, next mark) {
+// judge counts what went wrong in the hand-over from s.cur to next, begun
+// at t0: a token that did not increase, the old child alive (or still
+// holding its lock) when the next one started, an overlap of the two.
+func (s *scenario) judge(res *failoverResult, next mark, t0 int64) {
 	if s.c.Tool == "leaderrun" {
 		prev, err1 := strconv.ParseInt(s.cur.Token, 10, 64)
 		tok, err2 := strconv.ParseInt(next.Token, 10, 64)
@@ -326,7 +330,11 @@ func (s *scenario) judge(res *failoverResult, next mark) {
 		res.OldChildAlive++
 	}
 	if s.mode == "handoff" {
-		if stop, ok := s.w.stopOf(s.cur, time.Second); ok && stop.At > next.At {
+		stop, ok := s.w.stopOf(s.cur, time.Second)
+		if ok {
+			res.Told = append(res.Told, time.Duration(stop.At-t0))
+		}
+		if ok && stop.At > next.At {
 			res.Overlaps++
 		}
 	}

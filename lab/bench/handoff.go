@@ -81,6 +81,7 @@ func (r *failoverResult) add(o *failoverResult) *failoverResult {
 	r.Detect = append(r.Detect, o.Detect...)
 	r.Direct = append(r.Direct, o.Direct...)
 	r.HolderExit = append(r.HolderExit, o.HolderExit...)
+	r.Told = append(r.Told, o.Told...)
 	r.AfterExpiry = append(r.AfterExpiry, o.AfterExpiry...)
 	r.Remaining = append(r.Remaining, o.Remaining...)
 	r.OldChildAlive += o.OldChildAlive

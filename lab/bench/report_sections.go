@@ -13,7 +13,8 @@ func (r *report) handoffSection(w *mdw) {
 	w.p("")
 	w.p("%d replicas campaign for one name; the benchmark stops the holder and measures from its `kill()` call to", r.Opt.Replicas)
 	w.p("the next replica's child's own CLOCK_MONOTONIC reading at the top of `main` (the child then writes a file,")
-	w.p("which the benchmark sees through inotify: \"seen\" below). The stopped replica is replaced before the next run,")
+	w.p("which the benchmark sees through inotify: \"seen\" below; \"old child told to stop\" is the old child's own reading")
+	w.p("when its stop signal reached it). The stopped replica is replaced before the next run,")
 	w.p("after a random pause of 100–200 ms. Default timings (TTL 15 s, renew every 2 s, kill grace 5 s). Every child")
 	w.p("takes an exclusive `flock` at start, which the kernel drops only when it dies: \"lock held\" counts children that")
 	w.p("found their predecessor still alive. Target (§8): p50 no slower than etcdctl lock's in this run; p99 ≤ 3 × p50.")
@@ -23,8 +24,8 @@ func (r *report) handoffSection(w *mdw) {
 	w.p("runs were made in %d blocks, and the systems took turns block by block, so that the machine's slow and quiet", handoffRounds)
 	w.p("minutes fell on all of them alike.")
 	w.p("")
-	w.p("| system | how the holder is stopped | runs | p50 | p90 | p99 | max | seen p50 | direct-exec baseline p50 | p50 ÷ baseline | old child alive at next start / lock held | target |")
-	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	w.p("| system | how the holder is stopped | runs | p50 | p90 | p99 | max | seen p50 | old child told to stop p50 | direct-exec baseline p50 | p50 ÷ baseline | old child alive at next start / lock held | target |")
+	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, h := range r.Handoff {
 		s, d, det := summarize(h.Latency), summarize(h.Direct), summarize(h.Detect)
 		verdict := "(peer)"
@@ -34,8 +35,9 @@ func (r *report) handoffSection(w *mdw) {
 		case h.C.Tool == "leaderrun":
 			_, verdict = r.handoffVerdict(h)
 		}
-		w.p("| %s | %s | %d | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %s | %d / %d | %s |", h.C.Label, h.C.StopHow, s.N,
-			ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), ms(det.P50), ms(d.P50), dratio(s.P50, d.P50), h.OldChildAlive+h.Overlaps, h.LockConflicts, verdict)
+		w.p("| %s | %s | %d | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %s | %d / %d | %s |", h.C.Label, h.C.StopHow, s.N,
+			ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), ms(det.P50), ms(summarize(h.Told).P50), ms(d.P50), dratio(s.P50, d.P50),
+			h.OldChildAlive+h.Overlaps, h.LockConflicts, verdict)
 	}
 	w.p("")
 	for _, h := range r.Handoff {
