@@ -348,7 +348,8 @@ func (r *report) peerSection(w *mdw) {
 				lrRuns += len(c.Latency)
 			}
 		}
-		w.p("For leaderrun the old child was alive at the next child's start in %d of %d runs (Pdeathsig kills it with its supervisor).", lr, lrRuns)
+		w.p("For leaderrun the old child was alive at the next child's start in %d of %d runs (Pdeathsig kills the namespace's", lr, lrRuns)
+		w.p("init with its supervisor, and the kernel every process in the namespace with its init).")
 		w.p("")
 	}
 }
