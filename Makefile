@@ -10,8 +10,8 @@ TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 # urfave_cli_no_docs leaves out urfave/cli's man and markdown writers, which
-# leaderrun never calls: their initialisers cost every process start (the
-# namespace's init, every client command) about 70 page faults.
+# leaderrun never calls: their initialisers would run at every process's
+# start (every client command too).
 #
 # It embeds leaderrun-init, the small init of its PID namespaces (see
 # supervise/initprog.go), built first for this machine's architecture; -s -w

@@ -13,9 +13,6 @@ import (
 	"slices"
 	"syscall"
 
-	// Every leaderrun process starts faster with its heap made resident
-	// at once (see the package); its initialiser runs among the first.
-	_ "github.com/leaderrun/leaderrun/internal/prefault"
 	"github.com/leaderrun/leaderrun/replica"
 	"github.com/leaderrun/leaderrun/supervise"
 )

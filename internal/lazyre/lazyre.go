@@ -1,8 +1,9 @@
 // Package lazyre is a regular expression compiled on its first use rather
-// than at program start. Every leaderrun process runs every package's
-// initialisers, a client command or a PID namespace's init as much as a
-// replica, and patterns compiled there cost each start page faults (about
-// 40 of some 1,050 on a paravirtualized guest) for DSNs it never parses.
+// than at program start. Go runs the initialisers of every linked package
+// in every leaderrun process, a client command such as step-down as much
+// as a replica, and a pattern compiled there costs each start the
+// compilation and the memory it touches, for DSNs and messages that the
+// process never parses.
 package lazyre
 
 import (

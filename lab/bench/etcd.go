@@ -227,7 +227,7 @@ func (b *bench) probeEtcdTerm(e *etcdServer, ttl time.Duration) etcdTermProbe {
 	if !ok {
 		return pr
 	}
-	b.procs.noteChild(m.Pid)
+	b.procs.noteChild(hostPid(m))
 	f, err := c.spawn(name, dir, 1)
 	if err != nil {
 		return pr
@@ -240,7 +240,7 @@ func (b *bench) probeEtcdTerm(e *etcdServer, ttl time.Duration) etcdTermProbe {
 	syscall.Kill(h.pid, syscall.SIGTERM)
 	next, moved := w.nextStart(3 * time.Second)
 	if moved {
-		b.procs.noteChild(next.Pid)
+		b.procs.noteChild(hostPid(next))
 	}
 	pr.Ran = true
 	pr.LockMoved = moved

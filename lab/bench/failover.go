@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ type contender struct {
 	stopHolder func(p *proc) `json:"-"`
 	// StopHow says what stopHolder does, for the report.
 	StopHow string
+	// NoPIDNamespace: leaderrun's replicas run with --pid-namespace=false
+	// (see withoutPIDNamespace); the default mode otherwise.
+	NoPIDNamespace bool
 	// DSN is leaderrun's store, read after a crash for the time the dead
 	// holder's lease had left; empty for the peer.
 	DSN string `json:"-"`
@@ -57,6 +61,10 @@ type failoverResult struct {
 	Direct []time.Duration
 	// HolderExit: kill() → the old holder process was reaped.
 	HolderExit []time.Duration
+	// Told: hand-off only: kill() → the old child's own reading when it got
+	// its stop signal (through the namespace's init, in leaderrun's
+	// default mode).
+	Told []time.Duration
 	// OldChildAlive counts runs in which the old holder's child was still
 	// running once the next child had started.
 	OldChildAlive int
@@ -92,180 +100,244 @@ func (r *failoverResult) note(format string, args ...any) {
 // replace the killed replica. It stops every process it started.
 func (b *bench) runFailover(c *contender, mode string, runs, replicas int) *failoverResult {
 	res := &failoverResult{C: c, Mode: mode, TTL: c.TTL}
-	name := fmt.Sprintf("bench-%s-%d", mode, rand.IntN(1<<30))
-	dir, err := os.MkdirTemp(b.tmp, sanitize(c.Label+"-"+mode)+"-")
-	if err != nil {
-		res.note("temp dir: %v", err)
-		return res
+	s, err := b.startScenario(c, mode, replicas)
+	if s != nil {
+		defer s.close()
 	}
-	w, err := newWatcher(dir)
 	if err != nil {
 		res.note("%v", err)
 		return res
 	}
-	defer w.close()
-
-	live := map[int]*proc{} // replicas by pid
-	var started []*proc
-	defer func() {
-		for _, p := range started {
-			if !p.exited() {
-				p.killGroup(syscall.SIGKILL)
-			}
-		}
-		for _, p := range started {
-			p.wait(5 * time.Second)
-		}
-	}()
-	spawn := func() (*proc, error) {
-		p, err := c.spawn(name, dir, len(started))
-		if err != nil {
-			return nil, err
-		}
-		started = append(started, p)
-		live[p.pid] = p
-		return p, nil
-	}
-
-	first, err := spawn()
-	if err != nil {
-		res.note("spawn: %v", err)
-		return res
-	}
-	cur, ok := w.nextStart(30 * time.Second)
-	if !ok {
-		res.note("the first replica's child did not start within 30s (log: %s)", first.label)
-		return res
-	}
-	b.procs.noteChild(cur.Pid)
-	for i := 1; i < replicas; i++ {
-		p, err := spawn()
-		if err != nil {
-			res.note("spawn: %v", err)
-			return res
-		}
-		if err := c.standby(name, p, len(live), 30*time.Second); err != nil {
-			res.note("standby: %v", err)
-			return res
-		}
-	}
-	timeout := 15 * time.Second
-	if mode == "crash" {
-		timeout = 2*c.TTL + 15*time.Second
-	}
-	var store lease.Store
 	if mode == "crash" && c.DSN != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		store, err = lease.Open(ctx, c.DSN)
-		cancel()
-		if err != nil {
+		if err := s.openStore(); err != nil {
 			res.note("open the store to read expiries: %v", err)
-		} else {
-			defer store.Close()
 		}
 	}
-
 	for run := 0; run < runs && !b.stopping(); run++ {
-		// A random pause: samples the follower's poll phase (hand-off)
-		// and the holder's renew phase (crash) uniformly.
-		pause := 100*time.Millisecond + rand.N(100*time.Millisecond)
-		if mode == "crash" {
-			pause = 200*time.Millisecond + rand.N(c.Period)
-		}
-		if d, err := b.directStart(dir, w); err == nil {
-			res.Direct = append(res.Direct, d)
-		}
-		time.Sleep(pause)
-		w.drainStarts()
-
-		holder := live[cur.Ppid]
-		if holder == nil {
-			res.note("run %d: the running child's parent %d is no replica", run, cur.Ppid)
+		if err := s.once(res); err != nil {
 			res.Failed++
+			res.note("run %d: %v", run, err)
 			return res
 		}
-		sig := syscall.SIGKILL
-		t0 := mono.Now()
-		if mode == "handoff" {
-			c.stopHolder(holder)
-		} else {
-			syscall.Kill(holder.pid, sig)
-		}
-		remaining := time.Duration(-1)
-		if store != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			tq := mono.Now()
-			if rec, err := store.Get(ctx, name); err == nil && rec.Held() {
-				remaining = rec.Remaining + time.Duration(tq-t0)
-			}
-			cancel()
-		} else if mode == "crash" && c.leaseLeft != nil {
-			tq := mono.Now()
-			if left, err := c.leaseLeft(name); err == nil {
-				remaining = left + time.Duration(tq-t0)
-			}
-		}
-		next, ok := w.nextStart(timeout)
-		if !ok {
-			res.Failed++
-			res.note("run %d: no next child within %v", run, timeout)
-			return res
-		}
-		b.procs.noteChild(next.Pid)
-		if c.Tool == "leaderrun" {
-			prev, err1 := strconv.ParseInt(cur.Token, 10, 64)
-			tok, err2 := strconv.ParseInt(next.Token, 10, 64)
-			if err1 != nil || err2 != nil || tok <= prev {
-				res.TokenNotIncreasing++
-			}
-		}
-		res.Latency = append(res.Latency, time.Duration(next.At-t0))
-		res.Detect = append(res.Detect, time.Duration(next.Detected-t0))
-		if remaining >= 0 {
-			res.Remaining = append(res.Remaining, remaining)
-			res.AfterExpiry = append(res.AfterExpiry, time.Duration(next.At-t0)-remaining)
-		}
-		if next.Lock == "0" {
-			res.LockConflicts++
-		}
-		oldAlive := pidAlive(cur.Pid)
-		if oldAlive {
-			res.OldChildAlive++
-		}
-		if mode == "handoff" {
-			if stop, ok := w.stopOf(cur.Pid, time.Second); ok && stop.At > next.At {
-				res.Overlaps++
-			}
-		}
-		if holder.wait(timeout) {
-			res.HolderExit = append(res.HolderExit, time.Duration(holder.exitAt-t0))
-		} else {
-			res.note("run %d: the killed holder %s had not exited after %v", run, holder.label, timeout)
-			holder.killGroup(syscall.SIGKILL)
-		}
-		if mode == "crash" && oldAlive {
-			time.Sleep(time.Second)
-			if pidAlive(cur.Pid) {
-				res.OldChildStillRunning++
-				// The orphan: in its holder's process group still.
-				holder.killGroup(syscall.SIGKILL)
-				syscall.Kill(cur.Pid, syscall.SIGKILL)
-			}
-		}
-		delete(live, holder.pid)
-		p, err := spawn()
-		if err != nil {
-			res.note("spawn: %v", err)
-			return res
-		}
-		if err := c.standby(name, p, len(live), 30*time.Second); err != nil {
-			res.note("run %d: replacement: %v", run, err)
-			return res
-		}
-		cur = next
-		b.progress("%s %s run %d/%d: %v", c.Label, mode, run+1, runs, time.Duration(next.At-t0).Round(time.Microsecond))
+		b.progress("%s %s run %d/%d: %v", c.Label, mode, run+1, runs, res.Latency[len(res.Latency)-1].Round(time.Microsecond))
 	}
 	return res
+}
+
+// scenario is one group of replicas of a contender, campaigning for one
+// name, that runFailover stops and replaces run after run.
+type scenario struct {
+	b       *bench
+	c       *contender
+	mode    string // "handoff" or "crash"
+	name    string
+	dir     string // where the children record
+	w       *watcher
+	live    map[int]*proc // the replicas still running, by pid
+	started []*proc
+	cur     mark          // the running child's start
+	curPid  int           // its pid in the benchmark's namespace
+	store   lease.Store   // crash runs on leaderrun: to read the lease's time left
+	timeout time.Duration // how long to wait for the next child
+}
+
+// startScenario starts replicas of c, the first until its child runs, the
+// others until they stand by. The scenario it returns, even with an error,
+// must be closed.
+func (b *bench) startScenario(c *contender, mode string, replicas int) (*scenario, error) {
+	s := &scenario{b: b, c: c, mode: mode, name: fmt.Sprintf("bench-%s-%d", mode, rand.IntN(1<<30)),
+		live: map[int]*proc{}, timeout: 15 * time.Second}
+	if mode == "crash" {
+		s.timeout = 2*c.TTL + 15*time.Second
+	}
+	var err error
+	if s.dir, err = os.MkdirTemp(b.tmp, sanitize(c.Label+"-"+mode)+"-"); err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	if s.w, err = newWatcher(s.dir); err != nil {
+		return nil, err
+	}
+	first, err := s.spawn()
+	if err != nil {
+		return s, err
+	}
+	cur, ok := s.w.nextStart(30 * time.Second)
+	if !ok {
+		return s, fmt.Errorf("the first replica's child did not start within 30s (log: %s)", first.label)
+	}
+	s.running(cur)
+	for i := 1; i < replicas; i++ {
+		if err := s.replace(); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// openStore opens c's store, from which crash runs read the time the
+// killed holder's lease had left.
+func (s *scenario) openStore() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	s.store, err = lease.Open(ctx, s.c.DSN)
+	return err
+}
+
+// close kills every replica the scenario started and waits for them.
+func (s *scenario) close() {
+	for _, p := range s.started {
+		if !p.exited() {
+			p.killGroup(syscall.SIGKILL)
+		}
+	}
+	for _, p := range s.started {
+		p.wait(5 * time.Second)
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+	if s.w != nil {
+		s.w.close()
+	}
+}
+
+func (s *scenario) spawn() (*proc, error) {
+	p, err := s.c.spawn(s.name, s.dir, len(s.started))
+	if err != nil {
+		return nil, fmt.Errorf("spawn: %w", err)
+	}
+	s.started = append(s.started, p)
+	s.live[p.pid] = p
+	return p, nil
+}
+
+// replace starts a replica and waits until it stands by.
+func (s *scenario) replace() error {
+	p, err := s.spawn()
+	if err != nil {
+		return err
+	}
+	if err := s.c.standby(s.name, p, len(s.live), 30*time.Second); err != nil {
+		return fmt.Errorf("standby: %w", err)
+	}
+	return nil
+}
+
+// running records m as the running child's start.
+func (s *scenario) running(m mark) {
+	s.cur, s.curPid = m, hostPid(m)
+	s.b.procs.noteChild(s.curPid)
+}
+
+// once runs one hand-over: a random pause, the direct-start baseline, the
+// holder stopped (or killed), the next child's start timed and judged, the
+// holder replaced.
+func (s *scenario) once(res *failoverResult) error {
+	// A random pause: samples the follower's poll phase (hand-off)
+	// and the holder's renew phase (crash) uniformly.
+	pause := 100*time.Millisecond + rand.N(100*time.Millisecond)
+	if s.mode == "crash" {
+		pause = 200*time.Millisecond + rand.N(s.c.Period)
+	}
+	if d, err := s.b.directStart(s.dir, s.w); err == nil {
+		res.Direct = append(res.Direct, d)
+	}
+	time.Sleep(pause)
+	s.w.drainStarts()
+
+	holder := replicaOf(s.cur, s.live)
+	if holder == nil {
+		return fmt.Errorf("the running child (holder %q, parent %d) is no replica's", s.cur.Holder, s.cur.Ppid)
+	}
+	t0 := mono.Now()
+	if s.mode == "handoff" {
+		s.c.stopHolder(holder)
+	} else {
+		syscall.Kill(holder.pid, syscall.SIGKILL)
+	}
+	remaining := s.leaseLeft(t0)
+	next, ok := s.w.nextStart(s.timeout)
+	if !ok {
+		return fmt.Errorf("no next child within %v", s.timeout)
+	}
+	res.Latency = append(res.Latency, time.Duration(next.At-t0))
+	res.Detect = append(res.Detect, time.Duration(next.Detected-t0))
+	if remaining >= 0 {
+		res.Remaining = append(res.Remaining, remaining)
+		res.AfterExpiry = append(res.AfterExpiry, time.Duration(next.At-t0)-remaining)
+	}
+	s.judge(res, next, t0)
+	if holder.wait(s.timeout) {
+		res.HolderExit = append(res.HolderExit, time.Duration(holder.exitAt-t0))
+	} else {
+		res.note("the killed holder %s had not exited after %v", holder.label, s.timeout)
+		holder.killGroup(syscall.SIGKILL)
+	}
+	oldPid := s.curPid
+	s.running(next)
+	if s.mode == "crash" && pidAlive(oldPid) {
+		time.Sleep(time.Second)
+		if pidAlive(oldPid) {
+			res.OldChildStillRunning++
+			// The orphan: in its holder's process group still.
+			holder.killGroup(syscall.SIGKILL)
+			syscall.Kill(oldPid, syscall.SIGKILL)
+		}
+	}
+	delete(s.live, holder.pid)
+	if err := s.replace(); err != nil {
+		return fmt.Errorf("replacement: %w", err)
+	}
+	return nil
+}
+
+// leaseLeft reads the time the killed holder's lease had left at t0 (the
+// kill), for crash runs; -1 when it is not read.
+func (s *scenario) leaseLeft(t0 int64) time.Duration {
+	switch {
+	case s.store != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		tq := mono.Now()
+		if rec, err := s.store.Get(ctx, s.name); err == nil && rec.Held() {
+			return rec.Remaining + time.Duration(tq-t0)
+		}
+	case s.mode == "crash" && s.c.leaseLeft != nil:
+		tq := mono.Now()
+		if left, err := s.c.leaseLeft(s.name); err == nil {
+			return left + time.Duration(tq-t0)
+		}
+	}
+	return -1
+}
+
+// judge counts what went wrong in the hand-over from s.cur to next, begun
+// at t0: a token that did not increase, the old child alive (or still
+// holding its lock) when the next one started, an overlap of the two.
+func (s *scenario) judge(res *failoverResult, next mark, t0 int64) {
+	if s.c.Tool == "leaderrun" {
+		prev, err1 := strconv.ParseInt(s.cur.Token, 10, 64)
+		tok, err2 := strconv.ParseInt(next.Token, 10, 64)
+		if err1 != nil || err2 != nil || tok <= prev {
+			res.TokenNotIncreasing++
+		}
+	}
+	if next.Lock == "0" {
+		res.LockConflicts++
+	}
+	if pidAlive(s.curPid) {
+		res.OldChildAlive++
+	}
+	if s.mode == "handoff" {
+		stop, ok := s.w.stopOf(s.cur, time.Second)
+		if ok {
+			res.Told = append(res.Told, time.Duration(stop.At-t0))
+		}
+		if ok && stop.At > next.At {
+			res.Overlaps++
+		}
+	}
 }
 
 // directStart spawns benchchild -mode exit directly and returns the time
@@ -288,7 +360,7 @@ func (b *bench) directStart(dir string, w *watcher) (time.Duration, error) {
 		return 0, err
 	}
 	for _, e := range entries {
-		if e.Name() == fmt.Sprintf("start-%d", p.pid) {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("start-%d-", p.pid)) {
 			m, err := readMark(filepath.Join(sub, e.Name()))
 			os.Remove(filepath.Join(sub, e.Name()))
 			if err != nil {

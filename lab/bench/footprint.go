@@ -66,17 +66,23 @@ func (b *bench) measureIdle(store, dsn string, window time.Duration) []idleResul
 	return out
 }
 
-// execResult compares leaderrun --once starting an uncontested child with
-// starting the same child directly.
+// execResult compares leaderrun --once starting an uncontested child, in
+// its default mode and with --pid-namespace=false, with starting the same
+// child directly.
 type execResult struct {
 	Via, Direct []time.Duration
-	// Total: spawn of leaderrun → leaderrun exited (campaign, child, release).
-	Total []time.Duration
-	Err   string
+	// ViaNoNS: Via with --pid-namespace=false, the baseline of the
+	// namespace's cost.
+	ViaNoNS []time.Duration
+	// Total: spawn of leaderrun → leaderrun exited (campaign, child,
+	// release); TotalNoNS with --pid-namespace=false.
+	Total, TotalNoNS []time.Duration
+	Err              string
 }
 
 // measureStartToExec interleaves runs of `leaderrun --once -- child` on an
-// SQLite file that already exists with runs of the child alone.
+// SQLite file that already exists, in the default mode and with
+// --pid-namespace=false, with runs of the child alone.
 func (b *bench) measureStartToExec(runs int) *execResult {
 	r := &execResult{}
 	dir, err := os.MkdirTemp(b.tmp, "exec-")
@@ -91,40 +97,54 @@ func (b *bench) measureStartToExec(runs int) *execResult {
 	}
 	defer w.close()
 	dsn := "sqlite:" + b.tmpPath("exec.db")
-	argv := []string{b.lrBin, "--name", "bench-exec", "--store", dsn, "--once", "--log-level", "warn",
-		"--", b.childBin, "-dir", dir, "-mode", "exit"}
-	one := func() (time.Duration, time.Duration, error) {
-		t0 := mono.Now()
-		p, err := b.procs.start("exec-leaderrun", argv, nil)
-		if err != nil {
-			return 0, 0, err
-		}
-		m, ok := w.nextStart(10 * time.Second)
-		if !p.wait(10 * time.Second) {
-			p.killGroup(syscall.SIGKILL)
-			return 0, 0, fmt.Errorf("leaderrun --once did not exit")
-		}
-		if !ok {
-			return 0, 0, fmt.Errorf("leaderrun --once started no child (exit %v)", p.cmd.ProcessState)
-		}
-		return time.Duration(m.At - t0), time.Duration(p.exitAt - t0), nil
+	argv := func(ns string) []string {
+		return []string{b.lrBin, "--name", "bench-exec", "--store", dsn, "--once", "--log-level", "warn",
+			"--pid-namespace=" + ns, "--", b.childBin, "-dir", dir, "-mode", "exit"}
 	}
-	if _, _, err := one(); err != nil { // creates the file and table
+	if _, _, err := b.startOnce(argv("true"), w); err != nil { // creates the file and table
 		r.Err = err.Error()
 		return r
 	}
 	for i := 0; i < runs && !b.stopping(); i++ {
-		via, total, err := one()
-		if err != nil {
-			r.Err = err.Error()
-			return r
+		// The two modes take turns going first.
+		modes := []bool{i%2 == 0, i%2 != 0}
+		for _, ns := range modes {
+			via, total, err := b.startOnce(argv(fmt.Sprint(ns)), w)
+			if err != nil {
+				r.Err = err.Error()
+				return r
+			}
+			if ns {
+				r.Via, r.Total = append(r.Via, via), append(r.Total, total)
+			} else {
+				r.ViaNoNS, r.TotalNoNS = append(r.ViaNoNS, via), append(r.TotalNoNS, total)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		r.Via = append(r.Via, via)
-		r.Total = append(r.Total, total)
 		if d, err := b.directStart(dir, w); err == nil {
 			r.Direct = append(r.Direct, d)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return r
+}
+
+// startOnce runs argv, a `leaderrun --once` whose child records in w's
+// directory, and returns the times from just before its fork to the
+// child's start reading and to leaderrun's exit.
+func (b *bench) startOnce(argv []string, w *watcher) (toExec, toExit time.Duration, err error) {
+	t0 := mono.Now()
+	p, err := b.procs.start("exec-leaderrun", argv, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	m, ok := w.nextStart(10 * time.Second)
+	if !p.wait(10 * time.Second) {
+		p.killGroup(syscall.SIGKILL)
+		return 0, 0, fmt.Errorf("leaderrun --once did not exit")
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("leaderrun --once started no child (exit %v)", p.cmd.ProcessState)
+	}
+	return time.Duration(m.At - t0), time.Duration(p.exitAt - t0), nil
 }

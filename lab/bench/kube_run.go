@@ -312,19 +312,26 @@ func (b *bench) kubeLeaderrun(label, lrBin, dsn string, masked bool) *contender 
 		stopHolder: func(p *proc) { syscall.Kill(p.pid, syscall.SIGTERM) },
 	}
 	c.spawn = func(name, dir string, idx int) (*proc, error) {
-		argv := []string{lrBin, "--name", name, "--store", dsn, "--log-level", "info",
-			"--", b.childBin, "-dir", dir, "-mode", "hold", "-lock"}
+		// Without a PID namespace, as when the section's figures were
+		// measured; the identity tells the benchmark a child's replica.
+		id := fmt.Sprintf("%s-r%d", name, idx)
+		argv := []string{lrBin, "--name", name, "--store", dsn, "--identity", id, "--log-level", "info",
+			"--pid-namespace=false", "--", b.childBin, "-dir", dir, "-mode", "hold", "-lock"}
 		if masked {
 			boot := filepath.Join(dir, fmt.Sprintf("boot_id-%d", idx))
 			if err := os.WriteFile(boot, []byte(randomBootID()+"\n"), 0o644); err != nil {
 				return nil, err
 			}
 			// unshare and sh exec: the replica keeps the pid the
-			// benchmark started, which its child's parent pid names.
+			// benchmark started.
 			argv = append([]string{"unshare", "--mount", "--", "sh", "-c",
 				`mount --bind "$0" /proc/sys/kernel/random/boot_id && exec "$@"`, boot}, argv...)
 		}
-		return b.procs.start(fmt.Sprintf("%s-%s-%d", label, name, idx), argv, nil, markStandby, markElected)
+		p, err := b.procs.start(fmt.Sprintf("%s-%s-%d", label, name, idx), argv, nil, markStandby, markElected)
+		if p != nil {
+			p.identity = id
+		}
+		return p, err
 	}
 	return c
 }

@@ -153,10 +153,6 @@ func main() {
 		o.stepRuns, o.partTerm, o.partKill, o.partCostWin = 5, 3, 1, 15*time.Second
 		o.kubeHandoff, o.kubeCrash, o.kubeWindow = 5, 1, 15*time.Second
 	}
-	// The benchmark tells which replica runs a child by the child's parent
-	// pid, which in a PID namespace of the child's own is its init (1):
-	// every replica it starts runs without one (the report says so).
-	os.Setenv("LEADERRUN_PID_NAMESPACE", "false")
 	b := &bench{opt: o, quit: make(chan struct{}), started: time.Now(), storeNotes: map[string]string{}}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

@@ -133,7 +133,7 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		argv := []string{b.lrBin, "--name", group, "--partitions", fmt.Sprint(n), "--store", dsn,
 			"--identity", fmt.Sprintf("bench-cost-r%d", i), "--http-addr", addr, "--log-level", "info",
-			"--", sleepBin, "7200"}
+			partitionsNamespace, "--", sleepBin, "7200"}
 		p, err := b.procs.start(fmt.Sprintf("partcost-%s-%d-r%d", st.Name, n, i), argv, nil)
 		if err != nil {
 			r.Err = err.Error()

@@ -15,6 +15,12 @@ import (
 	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
 )
 
+// partitionsNamespace is how the partitioned section's replicas run: without
+// a PID namespace, as when its figures were measured (docs §9's targets
+// were set for them), and because runningBy tells a child's replica by the
+// child's parent pid.
+const partitionsNamespace = "--pid-namespace=false"
+
 // partLog collects every start and stop mark of a partitioned group's
 // children, for the predicates the scenarios wait on.
 type partLog struct {
@@ -218,7 +224,7 @@ func (b *bench) runPartitions(ctx context.Context, st *store, n, m, termRuns, ki
 	spawn := func() (*partReplica, error) {
 		id := fmt.Sprintf("bench-%s-r%d", sanitize(st.Name), len(all))
 		argv := []string{b.lrBin, "--name", group, "--partitions", fmt.Sprint(n), "--store", dsn,
-			"--identity", id, "--log-level", "info",
+			"--identity", id, "--log-level", "info", partitionsNamespace,
 			"--", b.childBin, "-dir", dir, "-mode", "hold", "-lock"}
 		p, err := b.procs.start(fmt.Sprintf("part-%s-%s", st.Name, id), argv, nil)
 		if err != nil {

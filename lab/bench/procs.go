@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,9 @@ type proc struct {
 	done   chan struct{} // closed once the process has been reaped
 	exitAt int64         // CLOCK_MONOTONIC when reaped; valid after done
 	marks  map[string]chan struct{}
+	// identity is a leaderrun replica's --identity, which its child finds
+	// in LEADERRUN_HOLDER; "" for other processes.
+	identity string
 }
 
 // procs tracks every process the benchmark started, so that cleanup can
@@ -159,6 +163,9 @@ func (p *proc) killGroup(sig syscall.Signal) {
 // noteChild remembers a benchchild pid, so cleanup can kill it if it is
 // still alive (an orphan of a SIGKILLed etcdctl, for example).
 func (ps *procs) noteChild(pid int) {
+	if pid <= 0 {
+		return
+	}
 	ps.mu.Lock()
 	ps.children[pid] = true
 	ps.mu.Unlock()
@@ -197,6 +204,39 @@ func isChildAlive(pid int, childBin string) bool {
 		return false
 	}
 	return procState(pid) != "Z"
+}
+
+// hostPid returns the pid, in the benchmark's PID namespace, of the child
+// that wrote m, or 0 when no such process runs. A child in a PID namespace
+// of its own (leaderrun's default) records its pid there, 2 as a rule: it
+// is the process in that namespace (by its inode) whose innermost pid (the
+// last of NSpid in /proc/PID/status) is that one. Call it while the child
+// runs, after any measurement: it reads every process's namespace.
+func hostPid(m mark) int {
+	if m.PidNS == 0 || m.PidNS == pidNamespace("self") {
+		return m.Pid
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pidNamespace(e.Name()) != m.PidNS {
+			continue
+		}
+		if f, err := statusFields(pid, "NSpid"); err == nil && f[len(f)-1] == strconv.Itoa(m.Pid) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// pidNamespace is the inode of the PID namespace of the process named pid
+// under /proc ("self", "123"), 0 if it is gone.
+func pidNamespace(pid string) uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat("/proc/"+pid+"/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // pidAlive reports whether pid exists and is not a zombie.

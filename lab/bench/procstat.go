@@ -63,20 +63,26 @@ func parentPid(pid int) int {
 
 // statusKB reads a "kB" line of /proc/PID/status (VmRSS, VmHWM).
 func statusKB(pid int, key string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	f, err := statusFields(pid, key)
 	if err != nil {
 		return 0, err
 	}
+	return strconv.ParseInt(f[0], 10, 64)
+}
+
+// statusFields returns the fields of the line key of /proc/PID/status.
+func statusFields(pid int, key string) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
-		if ok && k == key {
-			f := strings.Fields(v)
-			if len(f) >= 1 {
-				return strconv.ParseInt(f[0], 10, 64)
-			}
+		if f := strings.Fields(v); ok && k == key && len(f) >= 1 {
+			return f, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
+	return nil, fmt.Errorf("/proc/%d/status has no %s", pid, key)
 }
 
 // cpuSum is the summed CPU time of pids; processes that are gone count 0.

@@ -170,48 +170,11 @@ func (b *bench) run(ctx context.Context) *report {
 		rep.Busy["init"] = busy()
 	}
 	if b.want("handoff") {
-		var cs []*contender
-		for _, st := range b.stores {
-			dsn, err := st.fresh(ctx, "handoff")
-			if err != nil {
-				rep.StoreNotes[st.Name+" hand-off"] = err.Error()
-				continue
-			}
-			cs = append(cs, b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod))
-		}
-		if etcd != nil {
-			cs = append(cs, b.etcdContender("etcdctl lock · etcd", etcd, defTTL))
-		}
-		for _, c := range cs {
-			if b.stopping() {
-				break
-			}
-			b.progress("hand-off: %s, %d runs", c.Label, o.handoffRuns)
-			busy := machineBusy()
-			rep.Handoff = append(rep.Handoff, b.runFailover(c, "handoff", o.handoffRuns, o.replicas))
-			rep.Busy["handoff "+c.Label] = busy()
-		}
-		if etcd != nil && !b.stopping() {
-			b.progress("etcdctl: SIGTERM to etcdctl alone")
-			rep.TermProbe = b.probeEtcdTerm(etcd, defTTL)
-		}
+		b.runHandoffs(ctx, rep)
 	}
 
 	if b.want("stepdown") {
-		for _, st := range b.stores {
-			if b.stopping() {
-				break
-			}
-			dsn, err := st.fresh(ctx, "stepdown")
-			if err != nil {
-				rep.StepDown = append(rep.StepDown, &stepResult{Store: st.Name, Notes: []string{err.Error()}})
-				continue
-			}
-			b.progress("step-down: %s, %d runs", st.Label(), o.stepRuns)
-			busy := machineBusy()
-			rep.StepDown = append(rep.StepDown, b.runStepDown(st, dsn, o.stepRuns))
-			rep.Busy["stepdown "+st.Name] = busy()
-		}
+		b.runStepDowns(ctx, rep)
 	}
 
 	if (b.want("cost") || b.want("footprint")) && !b.stopping() {
@@ -311,56 +274,7 @@ func (b *bench) run(ctx context.Context) *report {
 	}
 
 	if b.want("crash") && !b.stopping() {
-		type cfg struct {
-			c    *contender
-			runs int
-		}
-		var cfgs []cfg
-		short := []string{"--ttl", "3s", "--kill-grace", "1s"}
-		const shortTTL, shortPeriod = 3 * time.Second, 250 * time.Millisecond
-		for _, st := range b.stores {
-			dsn, err := st.fresh(ctx, "crash")
-			if err != nil {
-				continue
-			}
-			c15 := b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod)
-			c3 := b.leaderrunContender(st.Label(), st.Name, dsn, shortTTL, shortPeriod, short...)
-			if !st.ExactRemaining {
-				c15.DSN, c3.DSN = "", ""
-			}
-			cfgs = append(cfgs, cfg{c15, o.crashRuns}, cfg{c3, o.shortRuns})
-		}
-		if etcd != nil {
-			cfgs = append(cfgs,
-				cfg{b.etcdContender("etcdctl lock · etcd", etcd, defTTL), o.crashRuns},
-				cfg{b.etcdContender("etcdctl lock · etcd", etcd, shortTTL), o.shortRuns})
-		}
-		// leaderrun's scenarios take milliseconds per crash on one host:
-		// they run one after another, so that no other scenario's
-		// replicas start or crash beside the one measured. etcdctl's
-		// wait out their TTLs, idle, meanwhile.
-		b.progress("crash failover: %d scenarios, leaderrun's one at a time beside etcdctl's", len(cfgs))
-		busy := machineBusy()
-		results := make([]*failoverResult, len(cfgs))
-		var wg sync.WaitGroup
-		var mine []int
-		for i, c := range cfgs {
-			if c.c.Tool == "leaderrun" {
-				mine = append(mine, i)
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i] = b.runFailover(c.c, "crash", c.runs, o.replicas)
-			}()
-		}
-		for _, i := range mine {
-			results[i] = b.runFailover(cfgs[i].c, "crash", cfgs[i].runs, o.replicas)
-		}
-		wg.Wait()
-		rep.Crash = results
-		rep.Busy["crash"] = busy()
+		b.runCrashes(ctx, rep)
 	}
 
 	if b.want("serverload") && !b.stopping() {
@@ -420,4 +334,79 @@ func (b *bench) run(ctx context.Context) *report {
 	rep.Generated = time.Now().UTC()
 	rep.Took = time.Since(b.started)
 	return rep
+}
+
+// runStepDowns measures `leaderrun step-down --wait` on every store.
+func (b *bench) runStepDowns(ctx context.Context, rep *report) {
+	o := b.opt
+	for _, st := range b.stores {
+		if b.stopping() {
+			break
+		}
+		dsn, err := st.fresh(ctx, "stepdown")
+		if err != nil {
+			rep.StepDown = append(rep.StepDown, &stepResult{Store: st.Name, Notes: []string{err.Error()}})
+			continue
+		}
+		b.progress("step-down: %s, %d runs", st.Label(), o.stepRuns)
+		busy := machineBusy()
+		rep.StepDown = append(rep.StepDown, b.runStepDown(st, dsn, o.stepRuns))
+		rep.Busy["stepdown "+st.Name] = busy()
+	}
+}
+
+// runCrashes measures crash failover (SIGKILL of the holder) of leaderrun
+// on every store and of etcdctl lock, at TTL 15 s and 3 s.
+func (b *bench) runCrashes(ctx context.Context, rep *report) {
+	o, etcd := b.opt, b.etcdSrv
+	type cfg struct {
+		c    *contender
+		runs int
+	}
+	var cfgs []cfg
+	short := []string{"--ttl", "3s", "--kill-grace", "1s"}
+	const shortTTL, shortPeriod = 3 * time.Second, 250 * time.Millisecond
+	for _, st := range b.stores {
+		dsn, err := st.fresh(ctx, "crash")
+		if err != nil {
+			continue
+		}
+		c15 := b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod)
+		c3 := b.leaderrunContender(st.Label(), st.Name, dsn, shortTTL, shortPeriod, short...)
+		if !st.ExactRemaining {
+			c15.DSN, c3.DSN = "", ""
+		}
+		cfgs = append(cfgs, cfg{c15, o.crashRuns}, cfg{c3, o.shortRuns})
+	}
+	if etcd != nil {
+		cfgs = append(cfgs,
+			cfg{b.etcdContender("etcdctl lock · etcd", etcd, defTTL), o.crashRuns},
+			cfg{b.etcdContender("etcdctl lock · etcd", etcd, shortTTL), o.shortRuns})
+	}
+	// leaderrun's scenarios take milliseconds per crash on one host:
+	// they run one after another, so that no other scenario's
+	// replicas start or crash beside the one measured. etcdctl's
+	// wait out their TTLs, idle, meanwhile.
+	b.progress("crash failover: %d scenarios, leaderrun's one at a time beside etcdctl's", len(cfgs))
+	busy := machineBusy()
+	results := make([]*failoverResult, len(cfgs))
+	var wg sync.WaitGroup
+	var mine []int
+	for i, c := range cfgs {
+		if c.c.Tool == "leaderrun" {
+			mine = append(mine, i)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = b.runFailover(c.c, "crash", c.runs, o.replicas)
+		}()
+	}
+	for _, i := range mine {
+		results[i] = b.runFailover(cfgs[i].c, "crash", cfgs[i].runs, o.replicas)
+	}
+	wg.Wait()
+	rep.Crash = results
+	rep.Busy["crash"] = busy()
 }

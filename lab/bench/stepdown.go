@@ -85,7 +85,7 @@ func (b *bench) runStepDown(st *store, dsn string, runs int) *stepResult {
 		res.note("the first replica's child did not start within 30s")
 		return res
 	}
-	b.procs.noteChild(cur.Pid)
+	b.procs.noteChild(hostPid(cur))
 	for i := 1; i < 3; i++ {
 		p, err := c.spawn(name, dir, i)
 		if err != nil {
@@ -123,9 +123,9 @@ func (b *bench) runStepDown(st *store, dsn string, runs int) *stepResult {
 			res.note("run %d: no new child within 40s", run)
 			return res
 		}
-		b.procs.noteChild(next.Pid)
+		b.procs.noteChild(hostPid(next))
 		res.Latency = append(res.Latency, time.Duration(next.At-t0))
-		if stop, ok := w.stopOf(cur.Pid, 5*time.Second); ok {
+		if stop, ok := w.stopOf(cur, 5*time.Second); ok {
 			res.Noticed = append(res.Noticed, time.Duration(stop.At-t0))
 			if stop.At > next.At {
 				res.Overlaps++
@@ -136,7 +136,7 @@ func (b *bench) runStepDown(st *store, dsn string, runs int) *stepResult {
 		if next.Lock == "0" {
 			res.LockConflicts++
 		}
-		if next.Ppid == cur.Ppid {
+		if next.Holder == cur.Holder {
 			res.SameReplica++
 		}
 		prev, err1 := strconv.ParseInt(cur.Token, 10, 64)

@@ -120,7 +120,7 @@ func (b *bench) startGroupOf(c *contender, label string, followers int) (*group,
 		g.stop()
 		return nil, fmt.Errorf("%s: the leader's child did not start", label)
 	}
-	b.procs.noteChild(m.Pid)
+	b.procs.noteChild(hostPid(m))
 	for i := 1; i <= followers; i++ {
 		p, err := c.spawn(name, dir, i)
 		if err != nil {

@@ -15,11 +15,19 @@ import (
 
 // mark is one file a benchchild wrote: when it started or was told to stop.
 type mark struct {
-	Kind  string // "start" or "stop"
-	Pid   int
-	Ppid  int
-	At    int64 // the child's CLOCK_MONOTONIC reading
-	Token string
+	Kind string // "start" or "stop"
+	// Pid and Ppid are the child's own view: in a PID namespace of its own
+	// (leaderrun's default) its pid there and its init's, 1. hostPid finds
+	// the child's pid in the benchmark's namespace.
+	Pid  int
+	Ppid int
+	// PidNS is the inode of the child's PID namespace (0: not recorded).
+	PidNS uint64
+	// Holder is LEADERRUN_HOLDER: the identity of the replica running the
+	// child ("" under etcdctl lock).
+	Holder string
+	At     int64 // the child's CLOCK_MONOTONIC reading
+	Token  string
 	// Partition is LEADERRUN_PARTITION, or -1 when unset.
 	Partition int
 	// Lock is "1" when the child took its partition's lock, "0" when it
@@ -102,13 +110,16 @@ func readMark(path string) (mark, error) {
 		return mark{}, err
 	}
 	f := strings.Fields(string(b))
-	if len(f) == 4 { // a benchchild of an earlier version
-		f = append(f, "-", "-")
-	}
-	if len(f) != 6 {
+	if len(f) != 8 {
 		return mark{}, fmt.Errorf("%s: malformed mark %q", path, b)
 	}
 	m := mark{Partition: -1, Lock: f[5]}
+	if f[6] != "-" {
+		m.Holder = f[6]
+	}
+	if m.PidNS, err = strconv.ParseUint(f[7], 10, 64); err != nil {
+		return mark{}, err
+	}
 	if f[4] != "-" {
 		if m.Partition, err = strconv.Atoi(f[4]); err != nil {
 			return mark{}, err
@@ -139,8 +150,9 @@ func (w *watcher) nextStart(timeout time.Duration) (mark, bool) {
 	}
 }
 
-// stopOf waits up to timeout for pid's stop mark, keeping others for later.
-func (w *watcher) stopOf(pid int, timeout time.Duration) (mark, bool) {
+// stopOf waits up to timeout for the stop mark of the child whose start
+// mark is start, keeping others for later.
+func (w *watcher) stopOf(start mark, timeout time.Duration) (mark, bool) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var other []mark
@@ -152,7 +164,7 @@ func (w *watcher) stopOf(pid int, timeout time.Duration) (mark, bool) {
 	for {
 		select {
 		case m := <-w.stops:
-			if m.Pid == pid {
+			if m.Pid == start.Pid && m.PidNS == start.PidNS {
 				return m, true
 			}
 			other = append(other, m)

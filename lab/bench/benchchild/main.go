@@ -13,10 +13,15 @@
 // Such a child then waits for the lock in the background, so that it holds
 // it once the other is gone and the next child is judged against it too.
 //
-// Each file holds one line: "pid ppid mono_ns token partition lock", where
-// token is LEADERRUN_TOKEN and partition LEADERRUN_PARTITION ("-" when
-// unset), and lock is 1 when the lock was taken, 0 when another process
-// held it, and "-" without -lock.
+// Each file holds one line: "pid ppid mono_ns token partition lock holder
+// pidns", where token is LEADERRUN_TOKEN, partition LEADERRUN_PARTITION and
+// holder LEADERRUN_HOLDER ("-" when unset), lock is 1 when the lock was
+// taken, 0 when another process held it, and "-" without -lock, and pidns
+// is the inode of the child's PID namespace. pid and ppid are the child's
+// own view: in a PID namespace of its own (leaderrun's default) they are
+// its pid there and 1, its init; pidns tells the benchmark where to look
+// for it (see the benchmark's hostPid). The file is named
+// start-PID-MONO_NS, unique also where every child is pid 2 of a namespace.
 package main
 
 import (
@@ -99,11 +104,22 @@ func orDash(s, dash string) string {
 }
 
 func record(dir, what string, at int64, locked string) error {
-	line := fmt.Sprintf("%d %d %d %s %s %s\n", os.Getpid(), os.Getppid(), at,
-		orDash(os.Getenv("LEADERRUN_TOKEN"), "-"), orDash(os.Getenv("LEADERRUN_PARTITION"), "-"), locked)
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s-%d", what, os.Getpid()))
+	line := fmt.Sprintf("%d %d %d %s %s %s %s %d\n", os.Getpid(), os.Getppid(), at,
+		orDash(os.Getenv("LEADERRUN_TOKEN"), "-"), orDash(os.Getenv("LEADERRUN_PARTITION"), "-"), locked,
+		orDash(os.Getenv("LEADERRUN_HOLDER"), "-"), pidNamespace())
+	name := fmt.Sprintf("%s-%d-%d", what, os.Getpid(), at)
+	tmp := filepath.Join(dir, "."+name)
 	if err := os.WriteFile(tmp, []byte(line), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("%s-%d", what, os.Getpid())))
+	return os.Rename(tmp, filepath.Join(dir, name))
+}
+
+// pidNamespace is the inode of this process's PID namespace, 0 if unknown.
+func pidNamespace() uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat("/proc/self/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
 }
