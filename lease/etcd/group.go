@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,13 +91,13 @@ func (s *Store) groupView(ctx context.Context, group string, gs groupState, know
 	if known == nil {
 		known = map[clientv3.LeaseID]leaseTime{}
 	}
-	for _, id := range slices.Sorted(maps.Keys(gs.members)) {
-		m := gs.members[id]
-		left := time.UnixMilli(m.value.UntilMs).Sub(now)
-		if left <= 0 {
-			continue
-		}
-		g.Members = append(g.Members, lease.Member{Identity: id, Remaining: left})
+	until := make(map[string]time.Time, len(gs.members))
+	for id, m := range gs.members {
+		until[id] = time.UnixMilli(m.value.UntilMs)
+	}
+	g.Members = lease.LiveMembers(until, now)
+	for _, live := range g.Members {
+		m, left := gs.members[live.Identity], live.Remaining
 		if _, ok := known[m.lease]; !ok {
 			// The member's round renewed its lease when it wrote until.
 			ttl := time.Duration(ttlSeconds(time.Duration(m.value.TTLMs)*time.Millisecond)) * time.Second
@@ -210,8 +208,8 @@ func (s *Store) join(ctx context.Context, group string, partitions int, member s
 		if err != nil {
 			return lease.Group{}, err
 		}
-		if gs.partitions != partitions {
-			return lease.Group{}, &lease.PartitionsError{Group: group, Have: gs.partitions, Want: partitions}
+		if _, err := lease.JoinPartitions(group, gs.partitions, partitions); err != nil {
+			return lease.Group{}, err
 		}
 		return s.groupView(ctx, group, gs, map[clientv3.LeaseID]leaseTime{ref.id: left})
 	}
