@@ -118,8 +118,11 @@ type Store interface {
 	// each claimed partition lease that member still holds with the
 	// claim's token as Renew would, and returns the group as it is
 	// afterwards. A claim whose lease member no longer holds is left as it
-	// is; the caller learns that from the returned group (Group.Holds). It
-	// returns ErrNotFound for a group never joined.
+	// is; the caller learns that from the returned group (Group.Holds). A
+	// partition lease that member holds and does not claim is left to
+	// expire, or, by a store whose rounds renew a member's partitions
+	// together (etcd's share the member's lease), released once a round
+	// claimed it before. It returns ErrNotFound for a group never joined.
 	RenewMember(ctx context.Context, group, member string, claims []Claim, ttl time.Duration) (Group, error)
 
 	// Leave removes member from group and wakes the group's waiters. It

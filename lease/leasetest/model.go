@@ -53,6 +53,12 @@ type ModelHarness struct {
 	// lease.Candidate.Fresh as it is on a refusal, instead of writing it
 	// again (the contract allows it).
 	KeepsFresh bool
+	// ReleasesUnclaimed marks a store whose rounds renew a member's
+	// partitions together, once a round claimed them (etcd: they share
+	// the member's lease), and so release those a later round does not
+	// claim (the contract allows it); its rounds' own result still shows
+	// them held.
+	ReleasesUnclaimed bool
 	// Sequences is how many sequences run by default (0: 300); Parallel
 	// how many at once (0: 1).
 	Sequences, Parallel int

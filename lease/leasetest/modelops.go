@@ -350,6 +350,7 @@ func (r *modelRun) apply(rs *runState, m *mstate, x resolved, c *chooser) outcom
 		}
 		expires, none := c.expiry(x.ttl), span{}
 		m.write(x.name, granted, &expires, &none)
+		m.recs[x.name].rounds = ""
 		return outcome{rec: &granted}
 	case opRenew:
 		renewed, err := lease.Renew(m.view(x.name, c, true), x.holder, x.token, x.ttl, now)
@@ -413,14 +414,22 @@ func (r *modelRun) apply(rs *runState, m *mstate, x resolved, c *chooser) outcom
 			return outcomeOf(nil, lease.ErrNotFound)
 		}
 		r.keepMember(g, x.holder, x.ttl, c)
+		claimed := map[string]bool{}
 		for _, claim := range x.claims {
 			key := lease.PartitionKey(x.name, claim.Partition)
+			claimed[key] = true
 			if renewed, err := lease.Renew(m.view(key, c, true), x.holder, claim.Token, x.ttl, now); err == nil {
 				expires := c.expiry(x.ttl)
 				m.write(key, renewed, &expires, nil)
+				if r.h.ReleasesUnclaimed {
+					m.recs[key].rounds = x.holder
+				}
 			}
 		}
 		view := m.group(x.name, c)
+		if r.h.ReleasesUnclaimed {
+			r.releaseUnclaimed(m, x.name, x.holder, claimed, c)
+		}
 		return outcome{group: &view}
 	case opLeave:
 		if g := m.groups[x.name]; g != nil {
@@ -435,6 +444,22 @@ func (r *modelRun) apply(rs *runState, m *mstate, x resolved, c *chooser) outcom
 		return outcome{group: &view}
 	}
 	panic("not a store operation")
+}
+
+// releaseUnclaimed releases, for a store that ReleasesUnclaimed, the
+// partitions of group that member's rounds claimed before, that it holds
+// and that this round did not claim.
+func (r *modelRun) releaseUnclaimed(m *mstate, group, member string, claimed map[string]bool, c *chooser) {
+	for p := range m.groups[group].partitions {
+		key := lease.PartitionKey(group, p)
+		rec := m.recs[key]
+		if rec == nil || claimed[key] || rec.rounds != member {
+			continue
+		}
+		if released, err := lease.Release(m.view(key, c, true), member, rec.rec.Token); err == nil {
+			m.write(key, released, nil, nil)
+		}
+	}
 }
 
 // keepMember makes member a member of g (lease.KeepMember).

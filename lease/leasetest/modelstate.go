@@ -40,6 +40,9 @@ type mrec struct {
 	rec      lease.Record // holder, token, flags and Where; no times
 	expires  span
 	reserved span // when rec.Successor or rec.Excluded is set
+	// rounds is the member whose renewal rounds have claimed this
+	// tenure (ModelHarness.ReleasesUnclaimed).
+	rounds string
 }
 
 func (r *mrec) reserving() bool { return r.rec.Successor != "" || r.rec.Excluded != "" }
@@ -126,7 +129,7 @@ func (m *mstate) sameShape(o *mstate) bool {
 		return false
 	}
 	for k, r := range m.recs {
-		if or, ok := o.recs[k]; !ok || or.rec != r.rec {
+		if or, ok := o.recs[k]; !ok || or.rec != r.rec || or.rounds != r.rounds {
 			return false
 		}
 	}
