@@ -33,9 +33,10 @@ type Store interface {
 	// *HeldError: a tenure is renewed, never re-acquired.
 	//
 	// An Acquire that is refused records holder as a candidate for name,
-	// seen until the store's now + 2×ttl; RequestStepDown accepts only a
-	// live candidate as successor. (A store may record it on every
-	// attempt.)
+	// seen until the store's now + 2×ttl (lease.Seen); RequestStepDown
+	// accepts only a live candidate as successor. (A store may record it
+	// on every attempt, and may leave a candidate still seen for more
+	// than ttl as it is: lease.Candidate.Fresh.)
 	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Record, error)
 
 	// Seize is Acquire for a holder that has proved the current tenure

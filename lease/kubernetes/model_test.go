@@ -50,6 +50,7 @@ func TestModel(t *testing.T) {
 		TTLs:       []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
 		Windows:    []time.Duration{400 * time.Millisecond, 1500 * time.Millisecond},
 		Steps:      []time.Duration{time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond, time.Second},
+		Sequences:  200,
 		Parallel:   8,
 	})
 }

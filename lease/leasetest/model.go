@@ -262,7 +262,7 @@ func (r *modelRun) report(s ModelStore, seed uint64, seq []op, f *failure) {
 	for _, line := range sf.trace {
 		b.WriteString("  " + line + "\n")
 	}
-	fmt.Fprintf(&b, "replay: LEADERRUN_MODEL_SEED=%d go test -count=1 -run '%s' ./PKG/", seed, r.t.Name())
+	fmt.Fprintf(&b, "replay: LEADERRUN_MODEL_SEED=%d go test -count=1 -run '^%s$' in this package", seed, r.t.Name())
 	r.t.Error(b.String())
 }
 
@@ -281,11 +281,6 @@ func (r *modelRun) shrink(s ModelStore, seq []op, f *failure) ([]op, *failure) {
 				continue
 			}
 			i += chunk
-		}
-	}
-	if f.trace == nil {
-		if again := r.run(s, seq); again != nil {
-			f = again
 		}
 	}
 	return seq, f
