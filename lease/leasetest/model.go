@@ -299,7 +299,7 @@ func (r *modelRun) namesOf() names {
 // key is the lease name of target 0 (the name) or 1 … partitions
 // (partition target-1).
 func (n names) key(target int) string {
-	if target == 0 {
+	if target <= 0 {
 		return n.name
 	}
 	return lease.PartitionKey(n.group, target-1)

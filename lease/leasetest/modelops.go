@@ -46,13 +46,16 @@ var holders = [...]string{"a", "b", "c"}
 // whoHolder is op.who for the holder of the target's last tenure.
 const whoHolder = 5
 
+// lastGranted is op.target for the name or partition granted last.
+const lastGranted = -1
+
 // op is one operation of a sequence, drawn before it runs: its tokens and
 // records are named by their place in the sequence's history (the
 // holder's last tenure, the one before the current), so that a sequence
 // with operations dropped still means something.
 type op struct {
 	kind   opKind
-	target int           // 0: the name; 1 … modelPartitions: partition target−1
+	target int           // 0: the name; 1 … modelPartitions: partition target−1; lastGranted
 	who    int           // the holder or member: 0 … 2, or whoHolder; a step-down's successor: also 3 (none) or 4 (a stranger)
 	tok    int           // 0: the holder's own last tenure's; 1: the current tenure's; 2: the tenure before; 3: the current + 1
 	ttl    time.Duration // the lease's or membership's duration, or the step-down window
@@ -109,6 +112,12 @@ func (r *modelRun) generate(seed uint64, plants bool) []op {
 		}
 		o.ttl = pick(r.h.TTLs)
 		switch o.kind {
+		case opRenew, opAnnotate, opRelease, opSeize, opStepDown:
+			if rnd.IntN(2) == 0 {
+				o.target = lastGranted
+			}
+		}
+		switch o.kind {
 		case opRenew, opAnnotate, opRelease:
 			if rnd.IntN(5) < 3 {
 				o.who = whoHolder
@@ -160,6 +169,7 @@ type runState struct {
 	n       names
 	m       *mstate
 	tenures map[string][]tenure
+	last    string    // the name or partition granted last
 	start   time.Time // the store's clock when the run began
 }
 
@@ -175,6 +185,12 @@ type resolved struct {
 
 func (rs *runState) resolve(o op) resolved {
 	x := resolved{op: o, name: rs.n.key(o.target)}
+	if o.target == lastGranted {
+		x.name = rs.n.name
+		if rs.last != "" {
+			x.name = rs.last
+		}
+	}
 	switch {
 	case o.who < len(holders):
 		x.holder = holders[o.who]
@@ -576,6 +592,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 	if (x.kind == opAcquire || x.kind == opSeize) && got.err == "" {
 		rs.m.recs[x.name].rec.Token = got.rec.Token
 		rs.tenures[x.name] = append(rs.tenures[x.name], tenure{x.holder, got.rec.Token})
+		rs.last = x.name
 	}
 	return line, ""
 }
