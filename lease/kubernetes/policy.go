@@ -44,7 +44,7 @@ func grant(cur *rec, name, holder string, dead *lease.Record, ttl time.Duration,
 		Holder: holder, Token: max(granted.Token, prev+1), AcquiredUS: us(hi), RenewedUS: us(hi), TTLMS: ttl.Milliseconds(),
 	}
 	if cur != nil {
-		next.Candidates = cur.liveCandidates(lo, holder)
+		next.Candidates = cur.liveCandidates(lo)
 	}
 	return next, nil
 }

@@ -108,11 +108,13 @@ func (r *rec) see(c lease.Candidate, ttl time.Duration, now time.Time) bool {
 	return true
 }
 
-// liveCandidates are r's candidates still seen at lo, less holder.
-func (r *rec) liveCandidates(lo time.Time, holder string) map[string]int64 {
+// liveCandidates are r's candidates still seen at lo: a grant ends no
+// candidacy, not even the new holder's (seen until its refusal's now +
+// 2×ttl, as the contract says), and drops those that ended.
+func (r *rec) liveCandidates(lo time.Time) map[string]int64 {
 	var out map[string]int64
 	for id, until := range r.Candidates {
-		if until > us(lo) && id != holder {
+		if r.candidate(id).Live(lo) {
 			if out == nil {
 				out = map[string]int64{}
 			}
