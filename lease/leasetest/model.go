@@ -59,9 +59,11 @@ type ModelHarness struct {
 	// claim (the contract allows it); its rounds' own result still shows
 	// them held.
 	ReleasesUnclaimed bool
-	// Sequences is how many sequences run by default (0: 300); Parallel
-	// how many at once (0: 1).
-	Sequences, Parallel int
+	// Sequences is how many sequences run by default (0: 300), and
+	// RaceSequences how many under the race detector (0: as many), for a
+	// store whose own work it slows several times over (SQLite's, in Go);
+	// Parallel is how many run at once (0: 1).
+	Sequences, RaceSequences, Parallel int
 	// Length is the number of operations of a sequence (0: 30).
 	Length int
 }
@@ -133,6 +135,9 @@ func (c RealClock) Exact() bool { return false }
 func RunModel(t *testing.T, h ModelHarness) {
 	h.defaults()
 	seqs := h.Sequences
+	if raceDetector && h.RaceSequences > 0 {
+		seqs = h.RaceSequences
+	}
 	switch {
 	case os.Getenv("LEADERRUN_MODEL_SEQUENCES") != "":
 		n, err := strconv.Atoi(os.Getenv("LEADERRUN_MODEL_SEQUENCES"))

@@ -563,7 +563,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 			return describeOp(x), "read the store's clock: " + err.Error()
 		}
 	}
-	line := fmt.Sprintf("%s at %v → %s", describeOp(x), r.rel(rs, before), r.describe(rs, got))
+	line := fmt.Sprintf("%s at %v → %s", describeOp(x), r.rel(rs, before), describe(got))
 	var (
 		next *mstate // the state of the worlds the store's outcome agrees with
 		whys []string
@@ -571,7 +571,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 	for _, w := range r.worlds(rs, x, span{before, after}) {
 		why := r.compare(got, w)
 		if why != "" {
-			whys = append(whys, fmt.Sprintf("the model says %s (%s)", r.describe(rs, w.early), why))
+			whys = append(whys, fmt.Sprintf("the model says %s (%s)", describe(w.early), why))
 			continue
 		}
 		if next == nil {
@@ -581,7 +581,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 		}
 	}
 	if next == nil {
-		return line, fmt.Sprintf("the store says %s; %s", r.describe(rs, got), strings.Join(whys, "; or "))
+		return line, fmt.Sprintf("the store says %s; %s", describe(got), strings.Join(whys, "; or "))
 	}
 	result := got.err
 	if result == "" {
@@ -636,7 +636,7 @@ func describeOp(x resolved) string {
 	return b.String()
 }
 
-func (r *modelRun) describe(rs *runState, o outcome) string {
+func describe(o outcome) string {
 	var b strings.Builder
 	switch {
 	case o.err == "":
