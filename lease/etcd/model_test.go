@@ -53,8 +53,11 @@ func TestModel(t *testing.T) {
 		// A member's partitions share its etcd lease once a round
 		// claimed them.
 		ReleasesUnclaimed: true,
-		Sequences:         100,
-		Parallel:          16,
-		Length:            20,
+		// An Acquire of a name the handle saw held records its holder
+		// as a candidate first, in the transaction that reads the keys.
+		SeesGranted: true,
+		Sequences:   200,
+		Parallel:    32,
+		Length:      20,
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -163,11 +164,13 @@ type tenure struct {
 	token  int64
 }
 
-// runState is one run of a sequence: its names, the model's state, and
+// runState is one run of a sequence: its names, the model's states, and
 // the tenures granted so far.
 type runState struct {
-	n       names
-	m       *mstate
+	n names
+	// states are the states the model may be in: more than one where the
+	// store's outcomes so far could not tell worlds apart (see worlds).
+	states  []*mstate
 	tenures map[string][]tenure
 	last    string    // the name or partition granted last
 	start   time.Time // the store's clock when the run began
@@ -491,21 +494,26 @@ type world struct {
 	state       *mstate
 }
 
-// maxWorlds bounds the worlds one operation is judged against.
-const maxWorlds = 64
+// maxWorlds bounds the worlds one operation is judged against from one
+// state, and maxStates the states the model keeps.
+const (
+	maxWorlds = 64
+	maxStates = 16
+)
 
-// worlds runs x on the model in every world its window w leaves open.
-func (r *modelRun) worlds(rs *runState, x resolved, w span) []world {
+// worlds runs x on the model's state m in every world its window w leaves
+// open.
+func (r *modelRun) worlds(rs *runState, m *mstate, x resolved, w span) []world {
 	var out []world
 	stack := [][]bool{nil}
 	for len(stack) > 0 && len(out) < maxWorlds {
 		forced := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		ec := &chooser{w: w, lag: r.h.Late, forced: forced}
-		es := rs.m.clone()
+		es := m.clone()
 		early := r.apply(rs, es, x, ec)
 		lc := &chooser{w: w, lag: r.h.Late, late: true, forced: ec.asked}
-		ls := rs.m.clone()
+		ls := m.clone()
 		late := r.apply(rs, ls, x, lc)
 		out = append(out, world{early: early, late: late, state: merge(es, ls)})
 		for i := len(forced); i < len(ec.asked); i++ {
@@ -528,7 +536,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 		if err != nil {
 			return "deadline", "read the store's clock: " + err.Error()
 		}
-		ds := rs.m.deadlines(now)
+		ds := rs.states[0].deadlines(now)
 		if len(ds) == 0 {
 			return "deadline: none ahead", ""
 		}
@@ -547,7 +555,9 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 			Expires: now.Add(-time.Millisecond)}
 		s.Plant(r.t, rec)
 		expires := span{rec.Expires, rec.Expires}
-		rs.m.write(name, rec, &expires, &span{})
+		for _, m := range rs.states {
+			m.write(name, rec, &expires, &span{})
+		}
 		rs.tenures[name] = append(rs.tenures[name], tenure{rec.Holder, rec.Token})
 		return fmt.Sprintf("plant %s: %s token %d, released %v, expired", name, rec.Holder, rec.Token, rec.Released), ""
 	}
@@ -564,37 +574,58 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 		}
 	}
 	line := fmt.Sprintf("%s at %v → %s", describeOp(x), r.rel(rs, before), describe(got))
+	// The states of the worlds the store's outcome agrees with: those of
+	// one shape as one, their spans widened to cover them all.
 	var (
-		next *mstate // the state of the worlds the store's outcome agrees with
+		next []*mstate
 		whys []string
 	)
-	for _, w := range r.worlds(rs, x, span{before, after}) {
-		why := r.compare(got, w)
-		if why != "" {
-			whys = append(whys, fmt.Sprintf("the model says %s (%s)", describe(w.early), why))
-			continue
-		}
-		if next == nil {
-			next = w.state
-		} else {
-			next = next.union(w.state)
+	for _, m := range rs.states {
+		for _, w := range r.worlds(rs, m, x, span{before, after}) {
+			if why := r.compare(got, w); why != "" {
+				whys = append(whys, fmt.Sprintf("the model says %s (%s)", describe(w.early), why))
+				continue
+			}
+			next = addState(next, w.state)
 		}
 	}
 	if next == nil {
-		return line, fmt.Sprintf("the store says %s; %s", describe(got), strings.Join(whys, "; or "))
+		return line, fmt.Sprintf("the store says %s; %s", describe(got), strings.Join(slices.Compact(whys), "; or "))
 	}
 	result := got.err
 	if result == "" {
 		result = "ok"
 	}
 	r.count(x.kind, result)
-	rs.m = next
+	rs.states = next
 	if (x.kind == opAcquire || x.kind == opSeize) && got.err == "" {
-		rs.m.recs[x.name].rec.Token = got.rec.Token
+		for _, m := range rs.states {
+			m.recs[x.name].rec.Token = got.rec.Token
+		}
 		rs.tenures[x.name] = append(rs.tenures[x.name], tenure{x.holder, got.rec.Token})
 		rs.last = x.name
 	}
+	if os.Getenv("LEADERRUN_MODEL_DEBUG") != "" {
+		for _, m := range rs.states {
+			line += " " + m.String(rs.start)
+		}
+	}
 	return line, ""
+}
+
+// addState adds m to the states, as one with a state of its shape if
+// there is one, and keeps at most maxStates.
+func addState(states []*mstate, m *mstate) []*mstate {
+	for i, o := range states {
+		if o.sameShape(m) {
+			states[i] = o.union(m)
+			return states
+		}
+	}
+	if len(states) == maxStates {
+		return states
+	}
+	return append(states, m)
 }
 
 func (r *modelRun) clockLine(ctx context.Context, s ModelStore, rs *runState, what string) (string, string) {
@@ -798,7 +829,7 @@ func (r *modelRun) compareGroup(got, e, l lease.Group) string {
 func (r *modelRun) run(s ModelStore, seq []op) *failure {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rs := &runState{n: r.namesOf(), m: newState(), tenures: map[string][]tenure{}}
+	rs := &runState{n: r.namesOf(), states: []*mstate{newState()}, tenures: map[string][]tenure{}}
 	start, err := s.Clock.Now(ctx)
 	if err != nil {
 		return &failure{why: "read the store's clock: " + err.Error()}

@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -15,7 +16,9 @@ import (
 // real one, an operation happened somewhere between the clock readings
 // taken before and after it, so what it wrote is known within that window.
 // Where a window straddles a deadline, the rules may go either way; each
-// way is a world of its own, and the store's result picks the world.
+// way is a world of its own, and the store's outcome picks the worlds.
+// Where outcomes cannot tell worlds apart, the model keeps every state
+// they may have left, until later outcomes rule some out.
 
 // span is a time on the store's clock known to lie in [lo, hi]. A lo of
 // zero: possibly never (a candidate a store may not have recorded).
@@ -99,14 +102,10 @@ func merge(early, late *mstate) *mstate {
 	return out
 }
 
-// union is a state that is either m or o, when both have the same records,
-// candidates and groups and differ only in their spans, which it widens to
-// cover both; else m. (Two worlds that the store's outcome cannot tell
-// apart: what a question asked changed nothing the outcome shows.)
+// union is a state that is either m or o, which have the same shape
+// (sameShape) and differ only in their spans: it widens them to cover
+// both.
 func (m *mstate) union(o *mstate) *mstate {
-	if !m.sameShape(o) {
-		return m
-	}
 	out := m.clone()
 	for k, r := range out.recs {
 		r.expires, r.reserved = r.expires.union(o.recs[k].expires), r.reserved.union(o.recs[k].reserved)
@@ -124,6 +123,8 @@ func (m *mstate) union(o *mstate) *mstate {
 	return out
 }
 
+// sameShape reports whether m and o have the same records, candidates and
+// groups, whatever their spans.
 func (m *mstate) sameShape(o *mstate) bool {
 	if len(m.recs) != len(o.recs) || len(m.cands) != len(o.cands) || len(m.groups) != len(o.groups) {
 		return false
@@ -383,4 +384,38 @@ func (m *mstate) deadlines(now time.Time) []time.Time {
 	}
 	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
 	return slices.Compact(out)
+}
+
+// String shows the state's records, candidates and members, times
+// relative to start (LEADERRUN_MODEL_DEBUG puts it in a failure's trace).
+func (m *mstate) String(start time.Time) string {
+	var b strings.Builder
+	rel := func(s span) string {
+		if s.lo.IsZero() {
+			return fmt.Sprintf("[never … %v]", s.hi.Sub(start))
+		}
+		return fmt.Sprintf("[%v … %v]", s.lo.Sub(start), s.hi.Sub(start))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.recs)) {
+		r := m.recs[k]
+		fmt.Fprintf(&b, "{%s %s token %d released %v ends %s", k, r.rec.Holder, r.rec.Token, r.rec.Released, rel(r.expires))
+		if r.reserving() {
+			fmt.Fprintf(&b, " reserved %s", rel(r.reserved))
+		}
+		if r.rounds != "" {
+			fmt.Fprintf(&b, " rounds %s", r.rounds)
+		}
+		b.WriteString("} ")
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.cands)) {
+		for _, h := range slices.Sorted(maps.Keys(m.cands[k])) {
+			fmt.Fprintf(&b, "{candidate %s %s %s} ", k, h, rel(m.cands[k][h]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.groups)) {
+		for _, id := range slices.Sorted(maps.Keys(m.groups[k].members)) {
+			fmt.Fprintf(&b, "{member %s %s %s} ", k, id, rel(m.groups[k].members[id]))
+		}
+	}
+	return b.String()
 }
