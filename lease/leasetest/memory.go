@@ -1,5 +1,7 @@
-// Package leasetest holds the conformance suite every lease.Store must pass,
-// and an in-memory Store for tests of code built on package lease.
+// Package leasetest holds the conformance suite every lease.Store must pass
+// (Run), the model-based test that checks a store against the lease rules
+// (RunModel), and an in-memory Store for tests of code built on package
+// lease.
 package leasetest
 
 import (
