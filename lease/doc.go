@@ -24,6 +24,13 @@
 //     expired, and not reserved against the caller"; Renew's, Annotate's
 //     and Release's is "this holder, this token, not released, not
 //     expired".
+//   - apply the lease rules, which model.go writes once as pure functions
+//     of the record read and the store's now (Grant, Renew, Annotate,
+//     Release, StepDown, the token rule NextToken, candidates with Seen
+//     and LiveSuccessor, groups with JoinPartitions, KeepMember and
+//     LiveMembers): a store that reads and then compares-and-swaps calls
+//     them in between; one that decides in a single statement or script
+//     writes them there, and the model-based test checks it against them.
 //   - keep the token rule: token = max(previous + 1, wall clock in
 //     milliseconds), so tokens grow even when a record is deleted or a
 //     backup restored; a token lives beside the record, never only in
@@ -31,7 +38,7 @@
 //     transaction can read one (PostgreSQL, MySQL, Redis); SQLite uses the
 //     host's and etcd, which has none, the acquiring replica's, which the
 //     store's documentation must say.
-//   - build refusals with Refusal (Acquire) and StepDownRefusal
+//   - build refusals with Refusal (Acquire and Seize) and StepDownRefusal
 //     (RequestStepDown) from the record read after the write changed
 //     nothing, and report every unknown outcome as an error.
 //   - wake waiters on every change of hands (acquire, seize, release,
@@ -46,8 +53,12 @@
 //   - end Waits promptly with ErrClosed on Close.
 //
 // Package leasetest has the conformance suite (leasetest.Run) that checks
-// all of this against a real server, and an in-memory store to model a new
-// one on. ErrorPolicy, Scrub, AwaitTenure and AwaitGroup hold what every
+// all of this against a real server, the model-based test
+// (leasetest.RunModel) that applies random sequences of operations and
+// clock steps to the store and to the rules and requires the same results
+// and records (give it the store's clock through a test hook where one
+// can, so that it steps to a millisecond before and after each expiry),
+// and an in-memory store to model a new one on. ErrorPolicy, Scrub, AwaitTenure and AwaitGroup hold what every
 // store would otherwise write again: error wrapping, keeping secrets out
 // of messages, and the compare-after-wake-up body of Wait.
 //

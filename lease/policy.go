@@ -7,13 +7,14 @@ import (
 
 // The policy every store shares, so that each store only persists.
 
-// Refusal is what Acquire returns when the current record cur does not let
-// holder take the name: a *HeldError whose Record.Remaining is the time
-// until it may (Record.Blocks). It returns nil when cur does let holder
-// take it (the name became free after the store's grant was refused, and
-// the store should try again).
-func Refusal(cur Record, holder string) error {
-	wait := cur.Blocks(holder)
+// Refusal is what Acquire (dead nil) and Seize (dead, the tenure proved
+// dead) return when the current record cur does not let holder take the
+// name: a *HeldError whose Record.Remaining is the time until it may
+// (GrantWait). It returns nil when cur does let holder take it (the name
+// became free after the store's grant was refused, and the store should
+// try again).
+func Refusal(cur Record, holder string, dead *Record) error {
+	wait := GrantWait(cur, holder, dead)
 	if wait <= 0 {
 		return nil
 	}

@@ -33,9 +33,10 @@ type Store interface {
 	// *HeldError: a tenure is renewed, never re-acquired.
 	//
 	// An Acquire that is refused records holder as a candidate for name,
-	// seen until the store's now + 2×ttl; RequestStepDown accepts only a
-	// live candidate as successor. (A store may record it on every
-	// attempt.)
+	// seen until the store's now + 2×ttl (lease.Seen); RequestStepDown
+	// accepts only a live candidate as successor. (A store may record it
+	// on every attempt, and may leave a candidate still seen for more
+	// than ttl as it is: lease.Candidate.Fresh.)
 	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Record, error)
 
 	// Seize is Acquire for a holder that has proved the current tenure
@@ -118,8 +119,11 @@ type Store interface {
 	// each claimed partition lease that member still holds with the
 	// claim's token as Renew would, and returns the group as it is
 	// afterwards. A claim whose lease member no longer holds is left as it
-	// is; the caller learns that from the returned group (Group.Holds). It
-	// returns ErrNotFound for a group never joined.
+	// is; the caller learns that from the returned group (Group.Holds). A
+	// partition lease that member holds and does not claim is left to
+	// expire, or, by a store whose rounds renew a member's partitions
+	// together (etcd's share the member's lease), released once a round
+	// claimed it before. It returns ErrNotFound for a group never joined.
 	RenewMember(ctx context.Context, group, member string, claims []Claim, ttl time.Duration) (Group, error)
 
 	// Leave removes member from group and wakes the group's waiters. It

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,13 +91,13 @@ func (s *Store) groupView(ctx context.Context, group string, gs groupState, know
 	if known == nil {
 		known = map[clientv3.LeaseID]leaseTime{}
 	}
-	for _, id := range slices.Sorted(maps.Keys(gs.members)) {
-		m := gs.members[id]
-		left := time.UnixMilli(m.value.UntilMs).Sub(now)
-		if left <= 0 {
-			continue
-		}
-		g.Members = append(g.Members, lease.Member{Identity: id, Remaining: left})
+	until := make(map[string]time.Time, len(gs.members))
+	for id, m := range gs.members {
+		until[id] = time.UnixMilli(m.value.UntilMs)
+	}
+	g.Members = lease.LiveMembers(until, now)
+	for _, live := range g.Members {
+		m, left := gs.members[live.Identity], live.Remaining
 		if _, ok := known[m.lease]; !ok {
 			// The member's round renewed its lease when it wrote until.
 			ttl := time.Duration(ttlSeconds(time.Duration(m.value.TTLMs)*time.Millisecond)) * time.Second
@@ -137,10 +135,10 @@ func (s *Store) groupView(ctx context.Context, group string, gs groupState, know
 // one of that TTL that etcd still has, else a new one.
 func (s *Store) memberLease(ctx context.Context, group, member string, secs int64) (leaseRef, leaseTime, error) {
 	if m, ok := s.leases.member(group, member); ok && m.asked == secs {
-		ttl, err := s.keepAlive(ctx, m.id)
+		kept, err := s.keepMember(ctx, group, member, m)
 		switch {
 		case err == nil:
-			return m, justRenewed(ttl), nil
+			return kept, justRenewed(kept.ttl), nil
 		case !errors.Is(err, errLeaseGone):
 			return leaseRef{}, leaseTime{}, err
 		}
@@ -210,8 +208,8 @@ func (s *Store) join(ctx context.Context, group string, partitions int, member s
 		if err != nil {
 			return lease.Group{}, err
 		}
-		if gs.partitions != partitions {
-			return lease.Group{}, &lease.PartitionsError{Group: group, Have: gs.partitions, Want: partitions}
+		if _, err := lease.JoinPartitions(group, gs.partitions, partitions); err != nil {
+			return lease.Group{}, err
 		}
 		return s.groupView(ctx, group, gs, map[clientv3.LeaseID]leaseTime{ref.id: left})
 	}
@@ -227,7 +225,10 @@ func (s *Store) join(ctx context.Context, group string, partitions int, member s
 // costs one more LeaseTimeToLive per partition that is on a lease of no
 // live member. After the member's lease expired, the round grants a new
 // one and writes again: the partitions on the old lease are lost, not
-// revived.
+// revived. When the handle last renewed the member's lease more than half
+// its TTL ago, the keep-alive goes first and the transaction follows: a
+// lease that may have expired must not take claims, which etcd attaches
+// to an expired lease until it revokes it, and then deletes.
 func (s *Store) RenewMember(ctx context.Context, group, member string, claims []lease.Claim, ttl time.Duration) (lease.Group, error) {
 	g, err := s.renewMember(ctx, group, member, claims, ttl)
 	return g, s.wrap(fmt.Sprintf("renew member %q of group %q", member, group), err)
@@ -243,6 +244,19 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 	secs := ttlSeconds(ttl)
 	var lost clientv3.LeaseID // a member lease that expired: its partitions stay lost
 	ref, cached := s.leases.member(group, member)
+	confirmed := false // ref was kept alive by this call
+	if cached && ref.asked == secs && time.Until(ref.until) < time.Duration(ref.ttl)*time.Second/2 {
+		kept, err := s.keepMember(ctx, group, member, ref)
+		switch {
+		case errors.Is(err, errLeaseGone):
+			s.leases.forgetMember(group, member, ref.id)
+			lost, cached = ref.id, false
+		case err != nil:
+			return lease.Group{}, err
+		default:
+			ref, confirmed = kept, true
+		}
+	}
 	if !cached || ref.asked != secs {
 		var err error
 		if ref, err = s.grantMember(ctx, group, member, secs); err != nil {
@@ -256,10 +270,10 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 			err error
 		}
 		keep := make(chan kept, 1)
-		if cached {
+		if cached && !confirmed {
 			go func() {
-				ttl, err := s.keepAlive(ctx, ref.id)
-				keep <- kept{ttl, err}
+				got, err := s.keepMember(ctx, group, member, ref)
+				keep <- kept{got.ttl, err}
 			}()
 		} else {
 			keep <- kept{ttl: ref.ttl}
@@ -290,6 +304,19 @@ func (s *Store) renewMember(ctx context.Context, group, member string, claims []
 		return s.groupView(ctx, group, gs, map[clientv3.LeaseID]leaseTime{ref.id: justRenewed(ka.ttl)})
 	}
 	return lease.Group{}, errLeaseGone
+}
+
+// keepMember renews member's lease ref once and records, for the handle,
+// until when it lasts at the earliest.
+func (s *Store) keepMember(ctx context.Context, group, member string, ref leaseRef) (leaseRef, error) {
+	sent := time.Now()
+	got, err := s.keepAlive(ctx, ref.id)
+	if err != nil {
+		return leaseRef{}, err
+	}
+	ref.ttl, ref.until = got, sent.Add(time.Duration(got)*time.Second)
+	s.leases.setMember(group, member, ref)
+	return ref, nil
 }
 
 // adopt records that the claimed partitions the round found on the

@@ -140,7 +140,7 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 		}
 		ref := *owned
 		now := time.Now()
-		rec := recordValue{Holder: holder, Token: max(st.rec.Token+1, now.UnixMilli()), AcquiredMs: now.UnixMilli()}
+		rec := recordValue{Holder: holder, Token: lease.NextToken(st.rec.Token, now), AcquiredMs: now.UnixMilli()}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(k.record), "=", st.recRev),
 			clientv3.Compare(clientv3.ModRevision(k.lease), "=", st.leaseRev()),
@@ -214,17 +214,7 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 
 // free reports whether the state read lets holder take the name at now.
 func free(st nameState, holder string, dead *lease.Record, now time.Time) bool {
-	return judged(st, st.view("", now, justRenewed(1)), dead).Blocks(holder) <= 0
-}
-
-// judged is cur, the record read, as far as it keeps a caller out: for a
-// Seize from dead, a tenure that still names dead counts as over, so that
-// only a step-down reservation does.
-func judged(st nameState, cur lease.Record, dead *lease.Record) lease.Record {
-	if dead != nil && st.heldBy(dead.Holder, dead.Token) {
-		cur.Remaining = 0
-	}
-	return cur
+	return lease.GrantWait(st.view("", now, justRenewed(1)), holder, dead) <= 0
 }
 
 // leaseResult is the lease a grant attaches to, or why there is none.
@@ -271,13 +261,13 @@ func (s *Store) keepSpare(ctx context.Context, id clientv3.LeaseID, secs int64) 
 	return sent.Add(time.Duration(ttl) * time.Second), nil
 }
 
-// refuse records holder as a candidate for name until now + 2×ttl, learns
-// how long the current tenure has left, and returns the refusal.
+// refuse records holder as a candidate for name (lease.Seen), learns how
+// long the current tenure has left, and returns the refusal.
 func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder string, dead *lease.Record, ttl time.Duration, now time.Time) error {
-	until := now.Add(2 * ttl).UnixMilli()
+	seen := lease.Seen(holder, ttl, now)
 	put := make(chan error, 1)
 	go func() {
-		_, err := s.client.Put(ctx, k.candidates+escape(holder), strconv.FormatInt(until, 10))
+		_, err := s.client.Put(ctx, k.candidates+escape(holder), strconv.FormatInt(seen.SeenUntil.UnixMilli(), 10))
 		put <- err
 	}()
 	err := s.refusal(ctx, k, st, holder, dead, now)
@@ -287,7 +277,7 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 	return err
 }
 
-// probe records holder as a candidate for name until now + 2×ttl and reads
+// probe records holder as a candidate for name (lease.Seen) and reads
 // the name's keys, in one transaction; at the same time it asks etcd how
 // long the lease of known, the tenure last seen, has left, and keeps the
 // answer for refusal.
@@ -302,9 +292,9 @@ func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder s
 		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
 		answer <- asked{times, err}
 	}()
-	until := time.Now().Add(2 * ttl).UnixMilli()
+	seen := lease.Seen(holder, ttl, time.Now())
 	resp, err := s.client.Txn(ctx).Then(
-		clientv3.OpPut(k.candidates+escape(holder), strconv.FormatInt(until, 10)),
+		clientv3.OpPut(k.candidates+escape(holder), strconv.FormatInt(seen.SeenUntil.UnixMilli(), 10)),
 		clientv3.OpGet(k.base, clientv3.WithPrefix()),
 	).Commit()
 	a := <-answer
@@ -334,7 +324,7 @@ func (s *Store) refusal(ctx context.Context, k nameKeys, st nameState, holder st
 		left = times[id]
 	}
 	cur := st.view(k.name, now, left)
-	if err := lease.Refusal(judged(st, cur, dead), holder); err != nil {
+	if err := lease.Refusal(cur, holder, dead); err != nil {
 		return err
 	}
 	// Free after all (a reservation ended in between): the caller retries.
@@ -466,12 +456,16 @@ func (s *Store) move(ctx context.Context, k nameKeys, st nameState, old leaseRef
 
 // Annotate implements lease.Store.
 func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, where string) error {
-	err := s.update(ctx, name, func(st nameState, _ time.Time) (recordValue, []clientv3.Cmp, error) {
-		if !st.heldBy(holder, token) || st.rec.Token != token {
-			return recordValue{}, nil, lease.ErrLost
+	err := s.update(ctx, name, func(st nameState, now time.Time) (recordValue, []clientv3.Cmp, error) {
+		if !st.heldBy(holder, token) {
+			return recordValue{}, nil, lease.ErrLost // the lease key stands for another tenure
+		}
+		annotated, err := lease.Annotate(st.view(name, now, justRenewed(1)), holder, token, where)
+		if err != nil {
+			return recordValue{}, nil, err
 		}
 		rec := st.rec
-		rec.Where = where
+		rec.Where = annotated.Where
 		return rec, nil, nil
 	})
 	return s.wrap(fmt.Sprintf("annotate lease %q", name), err)
@@ -481,30 +475,29 @@ func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, 
 func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
 	var out lease.Record
 	err := s.update(ctx, name, func(st nameState, now time.Time) (recordValue, []clientv3.Cmp, error) {
-		cur := st.view(name, now, justRenewed(1))
-		if !st.held() || successor == cur.Holder {
-			return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
-		}
-		var cmps []clientv3.Cmp
-		if successor != "" {
+		var (
+			cmps []clientv3.Cmp
+			rerr error
+		)
+		asked, err := lease.StepDown(st.view(name, now, justRenewed(1)), successor, window, func() bool {
 			// The successor's candidacy or membership must still be the
 			// one read.
 			cmp, live, err := s.liveSuccessor(ctx, st, name, successor, now)
-			if err != nil {
-				return recordValue{}, nil, err
+			if live {
+				cmps = append(cmps, cmp)
 			}
-			if !live {
-				return recordValue{}, nil, lease.StepDownRefusal(cur, st.found, successor)
-			}
-			cmps = append(cmps, cmp)
+			rerr = err
+			return live
+		})
+		switch {
+		case rerr != nil:
+			return recordValue{}, nil, rerr
+		case err != nil:
+			return recordValue{}, nil, err
 		}
 		rec := st.rec
-		rec.StepDown = true
-		rec.Successor, rec.Excluded = successor, ""
-		if successor == "" {
-			rec.Excluded = rec.Holder
-		}
-		rec.ReservedUntilMs = now.Add(window).UnixMilli()
+		rec.StepDown, rec.Successor, rec.Excluded = asked.StepDown, asked.Successor, asked.Excluded
+		rec.ReservedUntilMs = now.Add(asked.Reserved).UnixMilli()
 		st.rec = rec
 		out = st.view(name, now, leaseTime{gone: true})
 		return rec, cmps, nil
@@ -524,7 +517,9 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 // returns the comparison that holds while that candidate or member key is
 // as read. It reads the member key only when successor is no candidate.
 func (s *Store) liveSuccessor(ctx context.Context, st nameState, name, successor string, now time.Time) (clientv3.Cmp, bool, error) {
-	if cand := st.candidate(successor); cand.untilMs > now.UnixMilli() {
+	cand := st.candidate(successor)
+	seen := lease.Candidate{Holder: successor, SeenUntil: time.UnixMilli(cand.untilMs)}
+	if lease.LiveSuccessor(name, seen, time.Time{}, now) {
 		return clientv3.Compare(clientv3.ModRevision(cand.key), "=", cand.rev), true, nil
 	}
 	group, _, ok := lease.SplitPartitionKey(name)
@@ -537,7 +532,7 @@ func (s *Store) liveSuccessor(ctx context.Context, st nameState, name, successor
 		return clientv3.Cmp{}, false, err
 	}
 	var m memberValue
-	if json.Unmarshal(resp.Kvs[0].Value, &m) != nil || m.UntilMs <= now.UnixMilli() {
+	if json.Unmarshal(resp.Kvs[0].Value, &m) != nil || !lease.LiveSuccessor(name, lease.Candidate{}, time.UnixMilli(m.UntilMs), now) {
 		return clientv3.Cmp{}, false, nil
 	}
 	return clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision), true, nil

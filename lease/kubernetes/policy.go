@@ -21,38 +21,36 @@ var errForeignStepDown = errors.New("the Lease is held by a program that is not 
 // grant is Acquire, or Seize of dead when dead is not nil, of a record cur
 // (nil: absent).
 func grant(cur *rec, name, holder string, dead *lease.Record, ttl time.Duration, lo, hi time.Time) (*rec, error) {
-	token := hi.UnixMilli()
-	var candidates map[string]int64
+	var view lease.Record
+	var prev int64
 	if cur != nil {
-		view := cur.view(name, lo)
-		blocks := view.Blocks(holder)
-		if dead != nil && !cur.foreign && !view.Released && view.Holder == dead.Holder && view.Token == dead.Token {
-			// The tenure is proved dead: only a reservation keeps holder out.
-			blocks = lease.Record{Reserved: view.Reserved, Successor: view.Successor, Excluded: view.Excluded}.Blocks(holder)
+		view, prev = cur.view(name, lo), cur.prev
+		if cur.foreign {
+			dead = nil // only leaderrun's tenures are proved dead
 		}
-		if blocks > 0 {
-			view.Remaining = blocks
-			refusal := &lease.HeldError{Record: view}
-			// A foreign holder's Lease is not written to: its holder
-			// could not hand it over anyway.
-			if !cur.foreign && cur.see(holder, hi.Add(2*ttl), ttl) {
-				return cur, refusal
-			}
-			return nil, refusal
-		}
-		token = max(token, cur.Token+1, cur.prev+1)
-		candidates = cur.liveCandidates(lo, holder)
 	}
-	return &rec{
-		Holder: holder, Token: token, AcquiredUS: us(hi), RenewedUS: us(hi), TTLMS: ttl.Milliseconds(),
-		Candidates: candidates,
-	}, nil
+	granted, refusal := lease.Grant(view, name, holder, dead, ttl, hi)
+	if refusal != nil {
+		// A foreign holder's Lease is not written to: its holder could
+		// not hand it over anyway.
+		if !cur.foreign && cur.see(lease.Seen(holder, ttl, hi), ttl, hi) {
+			return cur, refusal
+		}
+		return nil, refusal
+	}
+	next := &rec{
+		Holder: holder, Token: max(granted.Token, prev+1), AcquiredUS: us(hi), RenewedUS: us(hi), TTLMS: ttl.Milliseconds(),
+	}
+	if cur != nil {
+		next.Candidates = cur.liveCandidates(lo)
+	}
+	return next, nil
 }
 
 // renew is Renew of cur.
 func renew(cur *rec, holder string, token int64, ttl time.Duration, hi time.Time) (*rec, error) {
-	if !cur.heldBy(holder, token, hi) {
-		return nil, lease.ErrLost
+	if _, err := lease.Renew(cur.held(hi), holder, token, ttl, hi); err != nil {
+		return nil, err
 	}
 	next := *cur
 	next.RenewedUS, next.TTLMS = us(hi), ttl.Milliseconds()
@@ -61,69 +59,64 @@ func renew(cur *rec, holder string, token int64, ttl time.Duration, hi time.Time
 
 // annotate is Annotate of cur.
 func annotate(cur *rec, holder string, token int64, where string, hi time.Time) (*rec, error) {
-	if !cur.heldBy(holder, token, hi) {
-		return nil, lease.ErrLost
+	annotated, err := lease.Annotate(cur.held(hi), holder, token, where)
+	if err != nil {
+		return nil, err
 	}
 	next := *cur
-	next.Where = where
+	next.Where = annotated.Where
 	return &next, nil
 }
 
 // release is Release of cur.
 func release(cur *rec, holder string, token int64, hi time.Time) (*rec, error) {
-	if !cur.heldBy(holder, token, hi) {
-		return nil, lease.ErrLost
+	released, err := lease.Release(cur.held(hi), holder, token)
+	if err != nil {
+		return nil, err
 	}
 	next := *cur
-	next.Released = true
+	next.Released = released.Released
 	return &next, nil
 }
 
-// stepDown is RequestStepDown of cur (nil: absent); member reports
-// whether successor is a live member of the partition's group.
-func stepDown(cur *rec, name, successor string, member bool, window time.Duration, lo, hi time.Time) (*rec, lease.Record, error) {
-	if cur == nil {
-		return nil, lease.Record{}, lease.StepDownRefusal(lease.Record{}, false, successor)
+// stepDown is RequestStepDown of cur (nil: absent); memberUntil is when
+// successor's membership of the partition's group ends (zero: none).
+func stepDown(cur *rec, name, successor string, memberUntil time.Time, window time.Duration, lo, hi time.Time) (*rec, lease.Record, error) {
+	var view lease.Record
+	if cur != nil {
+		view = cur.view(name, lo)
 	}
-	view := cur.view(name, lo)
-	live := member || cur.Candidates[successor] > us(lo)
-	if !view.Held() || successor == view.Holder || (successor != "" && !live) {
-		return nil, lease.Record{}, lease.StepDownRefusal(view, true, successor)
+	asked, err := lease.StepDown(view, successor, window, func() bool {
+		return lease.LiveSuccessor(name, cur.candidate(successor), memberUntil, lo)
+	})
+	if err != nil {
+		return nil, lease.Record{}, err
 	}
 	if cur.foreign {
 		return nil, lease.Record{}, lease.Refused(fmt.Errorf("step-down of %q: held by %s: %w", name, view.Holder, errForeignStepDown))
 	}
 	next := *cur
-	next.StepDown = true
-	next.Successor, next.Excluded = successor, ""
-	if successor == "" {
-		next.Excluded = next.Holder
-	}
+	next.StepDown, next.Successor, next.Excluded = asked.StepDown, asked.Successor, asked.Excluded
 	// From the earliest the server's clock may read: the reservation
 	// lasts at most the window, as the contract says, however uncertain
 	// the clock (from the latest, it would last up to the uncertainty
 	// longer).
-	next.ReservedUS = us(lo.Add(window))
+	next.ReservedUS = us(lo.Add(asked.Reserved))
 	return &next, next.view(name, lo), nil
 }
 
 // join is Join of cur (nil: a group never written).
 func join(cur *groupState, group string, partitions int, member string, ttl time.Duration, hi time.Time) (*groupState, error) {
-	next := groupState{Partitions: partitions}
+	var next groupState
 	if cur != nil {
 		next = *cur
-		next.Members = cloneMap(cur.Members)
-		if next.Partitions == 0 {
-			next.Partitions = partitions
-		}
 	}
-	if next.Partitions != partitions {
-		return nil, &lease.PartitionsError{Group: group, Have: next.Partitions, Want: partitions}
+	n, err := lease.JoinPartitions(group, next.Partitions, partitions)
+	if err != nil {
+		return nil, err
 	}
-	if next.Members == nil {
-		next.Members = map[string]int64{}
-	}
-	next.Members[member] = us(hi.Add(ttl))
+	next.Partitions = n
+	next.keep(member, ttl, hi)
 	return &next, nil
 }
 
@@ -133,20 +126,24 @@ func renewMember(cur *groupState, member string, claims []lease.Claim, ttl time.
 		return nil, lease.ErrNotFound
 	}
 	next := *cur
-	next.Members = cloneMap(cur.Members)
-	if next.Members == nil {
-		next.Members = map[string]int64{}
-	}
-	next.Members[member] = us(hi.Add(ttl))
+	next.keep(member, ttl, hi)
 	next.Leases = cloneMap(cur.Leases)
 	for _, c := range claims {
-		if r := next.Leases[c.Partition]; r.heldBy(member, c.Token, hi) {
-			renewed := *r
-			renewed.RenewedUS, renewed.TTLMS = us(hi), ttl.Milliseconds()
-			next.Leases[c.Partition] = &renewed
+		if renewed, err := renew(next.Leases[c.Partition], member, c.Token, ttl, hi); err == nil {
+			next.Leases[c.Partition] = renewed
 		}
 	}
 	return &next, nil
+}
+
+// keep makes member a member until hi + ttl, in a copy of g's members.
+func (g *groupState) keep(member string, ttl time.Duration, hi time.Time) {
+	until, _ := lease.KeepMember(fromUS(g.Members[member]), ttl, hi)
+	g.Members = cloneMap(g.Members)
+	if g.Members == nil {
+		g.Members = map[string]int64{}
+	}
+	g.Members[member] = us(until)
 }
 
 // leave is Leave of cur.

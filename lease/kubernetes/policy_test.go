@@ -77,7 +77,7 @@ func TestStepDownReservesAtMostTheWindow(t *testing.T) {
 	}
 	const window = 5 * time.Second
 	lo, hi := start.Add(time.Second), start.Add(1300*time.Millisecond)
-	next, view, err := stepDown(held, "n", "", false, window, lo, hi)
+	next, view, err := stepDown(held, "n", "", time.Time{}, window, lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -74,32 +72,47 @@ func (r *rec) view(name string, lo time.Time) lease.Record {
 	return out
 }
 
-// heldBy reports whether holder holds the lease with token at the server
-// time hi, the latest the server's clock may read: a holder's lease ends
-// as early as it may.
-func (r *rec) heldBy(holder string, token int64, hi time.Time) bool {
-	return r != nil && !r.foreign && !r.Released && r.Holder == holder && r.Token == token &&
-		us(hi) < r.expiresUS()
+// held is the record as a holder judges its own tenure, at the server time
+// hi, the latest the server's clock may read: a holder's lease ends as
+// early as it may. A foreign holder's record, or none, is the zero Record:
+// no leaderrun tenure holds it.
+func (r *rec) held(hi time.Time) lease.Record {
+	if r == nil || r.foreign {
+		return lease.Record{}
+	}
+	return r.view("", hi)
 }
 
-// see records holder as a candidate until until; it reports whether that
-// changed what is stored (a candidate seen recently is not written again).
-func (r *rec) see(holder string, until time.Time, ttl time.Duration) bool {
-	if r.Candidates[holder] > us(until.Add(-ttl)) {
+// candidate is holder's candidate record (the zero Candidate if none).
+func (r *rec) candidate(holder string) lease.Candidate {
+	until, ok := r.Candidates[holder]
+	if !ok {
+		return lease.Candidate{}
+	}
+	return lease.Candidate{Holder: holder, SeenUntil: fromUS(until)}
+}
+
+// see records c as a candidate, refused at now with ttl; it reports
+// whether that changed what is stored (a candidate still Fresh is not
+// written again).
+func (r *rec) see(c lease.Candidate, ttl time.Duration, now time.Time) bool {
+	if r.candidate(c.Holder).Fresh(ttl, now) {
 		return false
 	}
 	if r.Candidates == nil {
 		r.Candidates = map[string]int64{}
 	}
-	r.Candidates[holder] = us(until)
+	r.Candidates[c.Holder] = us(c.SeenUntil)
 	return true
 }
 
-// liveCandidates are r's candidates still seen at lo, less holder.
-func (r *rec) liveCandidates(lo time.Time, holder string) map[string]int64 {
+// liveCandidates are r's candidates still seen at lo: a grant ends no
+// candidacy, not even the new holder's (seen until its refusal's now +
+// 2×ttl, as the contract says), and drops those that ended.
+func (r *rec) liveCandidates(lo time.Time) map[string]int64 {
 	var out map[string]int64
 	for id, until := range r.Candidates {
-		if until > us(lo) && id != holder {
+		if r.candidate(id).Live(lo) {
 			if out == nil {
 				out = map[string]int64{}
 			}
@@ -226,11 +239,11 @@ func encodeGroup(l *coordv1.Lease, group string, g *groupState, lo time.Time) {
 // view is the group as of the server time lo.
 func (g *groupState) view(group string, lo time.Time) lease.Group {
 	out := lease.Group{Name: group, Partitions: g.Partitions, Leases: make([]lease.Record, g.Partitions)}
-	for _, id := range slices.Sorted(maps.Keys(g.Members)) {
-		if exp := g.Members[id]; exp > us(lo) {
-			out.Members = append(out.Members, lease.Member{Identity: id, Remaining: fromUS(exp).Sub(lo)})
-		}
+	until := make(map[string]time.Time, len(g.Members))
+	for id, exp := range g.Members {
+		until[id] = fromUS(exp)
 	}
+	out.Members = lease.LiveMembers(until, lo)
 	for p := range out.Leases {
 		key := lease.PartitionKey(group, p)
 		if r := g.Leases[p]; r != nil {

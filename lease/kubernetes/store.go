@@ -78,10 +78,11 @@ func targetOf(name string) target {
 	return target{name: name, object: leaseName(name)}
 }
 
-// decideFunc decides an operation on the record cur (nil: absent); member
-// reports whether an identity is a live member of a partition's group. It
-// returns the record to write (nil: none) and the operation's error.
-type decideFunc func(cur *rec, member func(string) bool, lo, hi time.Time) (*rec, error)
+// decideFunc decides an operation on the record cur (nil: absent);
+// memberUntil is when an identity's membership of a partition's group
+// ends (zero: none). It returns the record to write (nil: none) and the
+// operation's error.
+type decideFunc func(cur *rec, memberUntil func(string) time.Time, lo, hi time.Time) (*rec, error)
 
 // modify runs decide on the record of t.name and writes what it returns,
 // with the resourceVersion it was decided on, until the write succeeds or
@@ -115,8 +116,13 @@ func (s *Store) modify(ctx context.Context, t target, cached bool, decide decide
 		if err != nil {
 			return nil, lo, err
 		}
-		member := func(id string) bool { return g != nil && g.Members[id] > us(lo) }
-		next, decision := decide(cur, member, lo, hi)
+		memberUntil := func(id string) time.Time {
+			if g == nil || g.Members[id] == 0 {
+				return time.Time{}
+			}
+			return fromUS(g.Members[id])
+		}
+		next, decision := decide(cur, memberUntil, lo, hi)
 		if next == nil {
 			if fromCache {
 				continue
@@ -279,7 +285,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead *lease.
 		return lease.Record{}, err
 	}
 	t := targetOf(name)
-	r, lo, err := s.modify(ctx, t, false, func(cur *rec, _ func(string) bool, lo, hi time.Time) (*rec, error) {
+	r, lo, err := s.modify(ctx, t, false, func(cur *rec, _ func(string) time.Time, lo, hi time.Time) (*rec, error) {
 		return grant(cur, name, holder, dead, ttl, lo, hi)
 	})
 	if err != nil {
@@ -290,7 +296,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead *lease.
 
 func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (lease.Record, error) {
 	t := targetOf(name)
-	r, lo, err := s.modify(ctx, t, true, func(cur *rec, _ func(string) bool, _, hi time.Time) (*rec, error) {
+	r, lo, err := s.modify(ctx, t, true, func(cur *rec, _ func(string) time.Time, _, hi time.Time) (*rec, error) {
 		return renew(cur, holder, token, ttl, hi)
 	})
 	if err != nil {
@@ -300,14 +306,14 @@ func (s *Store) Renew(ctx context.Context, name, holder string, token int64, ttl
 }
 
 func (s *Store) Annotate(ctx context.Context, name, holder string, token int64, where string) error {
-	_, _, err := s.modify(ctx, targetOf(name), true, func(cur *rec, _ func(string) bool, _, hi time.Time) (*rec, error) {
+	_, _, err := s.modify(ctx, targetOf(name), true, func(cur *rec, _ func(string) time.Time, _, hi time.Time) (*rec, error) {
 		return annotate(cur, holder, token, where, hi)
 	})
 	return s.fail("annotate", name, err)
 }
 
 func (s *Store) Release(ctx context.Context, name, holder string, token int64) error {
-	_, _, err := s.modify(ctx, targetOf(name), true, func(cur *rec, _ func(string) bool, _, hi time.Time) (*rec, error) {
+	_, _, err := s.modify(ctx, targetOf(name), true, func(cur *rec, _ func(string) time.Time, _, hi time.Time) (*rec, error) {
 		return release(cur, holder, token, hi)
 	})
 	return s.fail("release", name, err)
@@ -315,8 +321,8 @@ func (s *Store) Release(ctx context.Context, name, holder string, token int64) e
 
 func (s *Store) RequestStepDown(ctx context.Context, name, successor string, window time.Duration) (lease.Record, error) {
 	var out lease.Record
-	_, _, err := s.modify(ctx, targetOf(name), false, func(cur *rec, member func(string) bool, lo, hi time.Time) (*rec, error) {
-		next, view, err := stepDown(cur, name, successor, successor != "" && member(successor), window, lo, hi)
+	_, _, err := s.modify(ctx, targetOf(name), false, func(cur *rec, memberUntil func(string) time.Time, lo, hi time.Time) (*rec, error) {
+		next, view, err := stepDown(cur, name, successor, memberUntil(successor), window, lo, hi)
 		out = view
 		return next, err
 	})

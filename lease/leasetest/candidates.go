@@ -18,9 +18,9 @@ func (m *Memory) OtherCandidates(ctx context.Context, name, holder string) (bool
 		return false, err
 	}
 	defer d.mu.Unlock()
-	now := time.Now()
-	for h, until := range d.candidates[name] {
-		if h != holder && now.Before(until) {
+	now := d.now()
+	for h, c := range d.candidates[name] {
+		if h != holder && c.Live(now) {
 			return true, nil
 		}
 	}

@@ -1,10 +1,11 @@
-// Package leasetest holds the conformance suite every lease.Store must pass,
-// and an in-memory Store for tests of code built on package lease.
+// Package leasetest holds the conformance suite every lease.Store must pass
+// (Run), the model-based test that checks a store against the lease rules
+// (RunModel), and an in-memory Store for tests of code built on package
+// lease.
 package leasetest
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,10 +15,11 @@ import (
 )
 
 // Memory is a lease.Store kept in process memory, using time.Now as the
-// store's clock (so it follows a synctest bubble's fake time). The zero
-// value is ready to use. Handle returns further handles on the same
-// records, each with its own Close, as separate processes sharing a store
-// would have.
+// store's clock (so it follows a synctest bubble's fake time) unless
+// SetClock gives it another. The zero value is ready to use. Handle
+// returns further handles on the same records, each with its own Close,
+// as separate processes sharing a store would have. It applies the lease
+// rules of package lease (lease.Grant and the others) to its records.
 type Memory struct {
 	once sync.Once
 	d    *memData // shared by handles; set by data
@@ -30,10 +32,11 @@ type Memory struct {
 type memData struct {
 	mu         sync.Mutex // guards everything below
 	rows       map[string]*memRow
-	candidates map[string]map[string]time.Time // name → holder → seen until
+	candidates map[string]map[string]lease.Candidate // name → holder → candidate
 	groups     map[string]*memGroup
 	changed    map[string]chan struct{} // per name or group: closed and replaced on a change
 	fail       error
+	clock      func() time.Time // the store's clock; nil: time.Now
 }
 
 type memRow struct {
@@ -64,6 +67,22 @@ func (m *Memory) Handle() *Memory {
 	return &Memory{d: m.data()}
 }
 
+// SetClock makes now the store's clock, for every handle.
+func (m *Memory) SetClock(now func() time.Time) {
+	d := m.data()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.clock = now
+}
+
+// now reads the store's clock; d.mu is held.
+func (d *memData) now() time.Time {
+	if d.clock != nil {
+		return d.clock()
+	}
+	return time.Now()
+}
+
 // SetFailure makes every subsequent call of every handle fail with err (nil
 // restores).
 func (m *Memory) SetFailure(err error) {
@@ -71,6 +90,22 @@ func (m *Memory) SetFailure(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.fail = err
+}
+
+// Put writes rec as its name's record, expiring at rec.Expires (its
+// Remaining and Reserved aside), as an operator or a restore from backup
+// might.
+func (m *Memory) Put(rec lease.Record) {
+	d := m.data()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rows == nil {
+		d.rows = make(map[string]*memRow)
+	}
+	expires := rec.Expires
+	rec.Expires, rec.Remaining, rec.Reserved = time.Time{}, 0, 0
+	d.rows[rec.Name] = &memRow{rec: rec, expires: expires}
+	d.wakeLocked(rec.Name)
 }
 
 // Delete removes name's record, as an operator might.
@@ -121,32 +156,17 @@ func (m *Memory) grant(ctx context.Context, name, holder string, dead *lease.Rec
 		return lease.Record{}, err
 	}
 	defer d.mu.Unlock()
-	now := time.Now()
-	row := d.rows[name]
-	if row != nil {
-		cur := row.view(now)
-		blocks := cur.Blocks(holder)
-		if dead != nil && !cur.Released && cur.Holder == dead.Holder && cur.Token == dead.Token {
-			// The tenure is proved dead: only a reservation keeps holder out.
-			blocks = 0
-			if cur.Reserved > 0 {
-				blocks = lease.Record{Reserved: cur.Reserved, Successor: cur.Successor, Excluded: cur.Excluded}.Blocks(holder)
-			}
-		}
-		if blocks > 0 {
-			d.seeLocked(name, holder, now.Add(2*ttl))
-			cur.Remaining = blocks
-			return lease.Record{}, &lease.HeldError{Record: cur}
-		}
-	}
-	token := now.UnixMilli()
-	if row != nil {
-		token = max(row.rec.Token+1, token)
+	now := d.now()
+	granted, err := lease.Grant(d.rows[name].view(now), name, holder, dead, ttl, now)
+	if err != nil {
+		d.seeLocked(name, lease.Seen(holder, ttl, now))
+		return lease.Record{}, err
 	}
 	if d.rows == nil {
 		d.rows = make(map[string]*memRow)
 	}
-	row = &memRow{rec: lease.Record{Name: name, Holder: holder, Token: token, Acquired: now, Renewed: now}, expires: now.Add(ttl)}
+	row := &memRow{}
+	row.set(granted, now)
 	d.rows[name] = row
 	d.wakeLocked(name)
 	return row.view(now), nil
@@ -158,13 +178,13 @@ func (m *Memory) Renew(ctx context.Context, name, holder string, token int64, tt
 		return lease.Record{}, err
 	}
 	defer d.mu.Unlock()
-	now := time.Now()
+	now := d.now()
 	row := d.rows[name]
-	if !row.heldBy(holder, token, now) {
-		return lease.Record{}, lease.ErrLost
+	renewed, err := lease.Renew(row.view(now), holder, token, ttl, now)
+	if err != nil {
+		return lease.Record{}, err
 	}
-	row.rec.Renewed = now
-	row.expires = now.Add(ttl)
+	row.set(renewed, now)
 	return row.view(now), nil
 }
 
@@ -174,11 +194,13 @@ func (m *Memory) Annotate(ctx context.Context, name, holder string, token int64,
 		return err
 	}
 	defer d.mu.Unlock()
+	now := d.now()
 	row := d.rows[name]
-	if !row.heldBy(holder, token, time.Now()) {
-		return lease.ErrLost
+	annotated, err := lease.Annotate(row.view(now), holder, token, where)
+	if err != nil {
+		return err
 	}
-	row.rec.Where = where
+	row.set(annotated, now)
 	d.wakeLocked(name)
 	return nil
 }
@@ -189,11 +211,13 @@ func (m *Memory) Release(ctx context.Context, name, holder string, token int64) 
 		return err
 	}
 	defer d.mu.Unlock()
+	now := d.now()
 	row := d.rows[name]
-	if !row.heldBy(holder, token, time.Now()) {
-		return lease.ErrLost
+	released, err := lease.Release(row.view(now), holder, token)
+	if err != nil {
+		return err
 	}
-	row.rec.Released = true
+	row.set(released, now)
 	d.wakeLocked(name)
 	return nil
 }
@@ -204,21 +228,15 @@ func (m *Memory) RequestStepDown(ctx context.Context, name, successor string, wi
 		return lease.Record{}, err
 	}
 	defer d.mu.Unlock()
-	now := time.Now()
+	now := d.now()
 	row := d.rows[name]
-	if row == nil {
-		return lease.Record{}, lease.StepDownRefusal(lease.Record{}, false, successor)
+	asked, err := lease.StepDown(row.view(now), successor, window, func() bool {
+		return d.liveSuccessorLocked(name, successor, now)
+	})
+	if err != nil {
+		return lease.Record{}, err
 	}
-	cur := row.view(now)
-	if !cur.Held() || successor == cur.Holder || (successor != "" && !d.liveSuccessorLocked(name, successor, now)) {
-		return lease.Record{}, lease.StepDownRefusal(cur, true, successor)
-	}
-	row.rec.StepDown = true
-	row.rec.Successor, row.rec.Excluded = successor, ""
-	if successor == "" {
-		row.rec.Excluded = row.rec.Holder
-	}
-	row.reserved = now.Add(window)
+	row.set(asked, now)
 	d.wakeLocked(name)
 	return row.view(now), nil
 }
@@ -233,7 +251,7 @@ func (m *Memory) Get(ctx context.Context, name string) (lease.Record, error) {
 	if row == nil {
 		return lease.Record{}, lease.ErrNotFound
 	}
-	return row.view(time.Now()), nil
+	return row.view(d.now()), nil
 }
 
 func (m *Memory) List(ctx context.Context) ([]lease.Record, error) {
@@ -242,7 +260,7 @@ func (m *Memory) List(ctx context.Context) ([]lease.Record, error) {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	now := time.Now()
+	now := d.now()
 	var recs []lease.Record
 	for _, row := range d.rows {
 		recs = append(recs, row.view(now))
@@ -253,11 +271,7 @@ func (m *Memory) List(ctx context.Context) ([]lease.Record, error) {
 
 func (m *Memory) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) error {
 	return m.wait(ctx, name, timeout, func(d *memData) bool {
-		cur := lease.Record{}
-		if row := d.rows[name]; row != nil {
-			cur = row.view(time.Now())
-		}
-		return !lease.SameTenure(cur, seen)
+		return !lease.SameTenure(d.rows[name].view(d.now()), seen)
 	})
 }
 
@@ -272,15 +286,16 @@ func (m *Memory) Join(ctx context.Context, group string, partitions int, member 
 	defer d.mu.Unlock()
 	g := d.groups[group]
 	if g == nil {
-		if d.groups == nil {
-			d.groups = make(map[string]*memGroup)
-		}
-		g = &memGroup{partitions: partitions, members: make(map[string]time.Time)}
-		d.groups[group] = g
+		g = &memGroup{members: make(map[string]time.Time)}
 	}
-	if g.partitions != partitions {
-		return lease.Group{}, &lease.PartitionsError{Group: group, Have: g.partitions, Want: partitions}
+	n, err := lease.JoinPartitions(group, g.partitions, partitions)
+	if err != nil {
+		return lease.Group{}, err
 	}
+	if d.groups == nil {
+		d.groups = make(map[string]*memGroup)
+	}
+	g.partitions, d.groups[group] = n, g
 	d.keepMemberLocked(group, g, member, ttl)
 	return d.groupLocked(group), nil
 }
@@ -296,11 +311,11 @@ func (m *Memory) RenewMember(ctx context.Context, group, member string, claims [
 		return lease.Group{}, lease.ErrNotFound
 	}
 	d.keepMemberLocked(group, g, member, ttl)
-	now := time.Now()
+	now := d.now()
 	for _, c := range claims {
-		if row := d.rows[lease.PartitionKey(group, c.Partition)]; row.heldBy(member, c.Token, now) {
-			row.rec.Renewed = now
-			row.expires = now.Add(ttl)
+		row := d.rows[lease.PartitionKey(group, c.Partition)]
+		if renewed, err := lease.Renew(row.view(now), member, c.Token, ttl, now); err == nil {
+			row.set(renewed, now)
 		}
 	}
 	return d.groupLocked(group), nil
@@ -389,23 +404,19 @@ func (m *Memory) Close() error {
 }
 
 func (d *memData) keepMemberLocked(group string, g *memGroup, member string, ttl time.Duration) {
-	now := time.Now()
-	if exp, ok := g.members[member]; !ok || !now.Before(exp) {
+	until, added := lease.KeepMember(g.members[member], ttl, d.now())
+	if added {
 		d.wakeLocked(group)
 	}
-	g.members[member] = now.Add(ttl)
+	g.members[member] = until
 }
 
 // groupLocked returns the view of an existing group.
 func (d *memData) groupLocked(group string) lease.Group {
-	now := time.Now()
+	now := d.now()
 	g := d.groups[group]
-	out := lease.Group{Name: group, Partitions: g.partitions, Leases: make([]lease.Record, g.partitions)}
-	for _, id := range slices.Sorted(maps.Keys(g.members)) {
-		if exp := g.members[id]; now.Before(exp) {
-			out.Members = append(out.Members, lease.Member{Identity: id, Remaining: exp.Sub(now)})
-		}
-	}
+	out := lease.Group{Name: group, Partitions: g.partitions, Leases: make([]lease.Record, g.partitions),
+		Members: lease.LiveMembers(g.members, now)}
 	for p := range out.Leases {
 		key := lease.PartitionKey(group, p)
 		if row := d.rows[key]; row != nil {
@@ -420,24 +431,21 @@ func (d *memData) groupLocked(group string) lease.Group {
 // liveSuccessorLocked reports whether successor is a live candidate for
 // name or, when name is a partition, a live member of its group.
 func (d *memData) liveSuccessorLocked(name, successor string, now time.Time) bool {
-	if now.Before(d.candidates[name][successor]) {
-		return true
+	var memberUntil time.Time
+	if group, _, ok := lease.SplitPartitionKey(name); ok && d.groups[group] != nil {
+		memberUntil = d.groups[group].members[successor]
 	}
-	group, _, ok := lease.SplitPartitionKey(name)
-	if !ok || d.groups[group] == nil {
-		return false
-	}
-	return now.Before(d.groups[group].members[successor])
+	return lease.LiveSuccessor(name, d.candidates[name][successor], memberUntil, now)
 }
 
-func (d *memData) seeLocked(name, holder string, until time.Time) {
+func (d *memData) seeLocked(name string, c lease.Candidate) {
 	if d.candidates == nil {
-		d.candidates = make(map[string]map[string]time.Time)
+		d.candidates = make(map[string]map[string]lease.Candidate)
 	}
 	if d.candidates[name] == nil {
-		d.candidates[name] = make(map[string]time.Time)
+		d.candidates[name] = make(map[string]lease.Candidate)
 	}
-	d.candidates[name][holder] = until
+	d.candidates[name][c.Holder] = c
 }
 
 func (d *memData) changedLocked(key string) chan struct{} {
@@ -466,11 +474,21 @@ func (d *memData) wakeLocked(name string) {
 	}
 }
 
-func (r *memRow) heldBy(holder string, token int64, now time.Time) bool {
-	return r != nil && !r.rec.Released && r.rec.Holder == holder && r.rec.Token == token && now.Before(r.expires)
+// set makes rec, a record measured at now that a rule returned, the row.
+func (r *memRow) set(rec lease.Record, now time.Time) {
+	r.expires, r.reserved = rec.Expires, time.Time{}
+	if rec.Successor != "" || rec.Excluded != "" {
+		r.reserved = now.Add(rec.Reserved)
+	}
+	rec.Expires, rec.Remaining, rec.Reserved = time.Time{}, 0, 0
+	r.rec = rec
 }
 
+// view is the row measured at now; the zero Record for no row.
 func (r *memRow) view(now time.Time) lease.Record {
+	if r == nil {
+		return lease.Record{}
+	}
 	rec := r.rec
 	rec.Expires = r.expires
 	rec.Remaining = r.expires.Sub(now)

@@ -16,3 +16,14 @@ func TestMemoryConformance(t *testing.T) {
 		}
 	})
 }
+
+func TestModel(t *testing.T) {
+	leasetest.RunModel(t, leasetest.ModelHarness{
+		Open: func(*testing.T) leasetest.ModelStore {
+			m := &leasetest.Memory{}
+			clock := leasetest.NewVirtualClock()
+			m.SetClock(clock.Read)
+			return leasetest.ModelStore{Store: m, Clock: clock, Plant: func(_ *testing.T, rec lease.Record) { m.Put(rec) }}
+		},
+	})
+}

@@ -63,6 +63,8 @@ type pool struct {
 	ioTimeouts bool
 	// withID reads each new session's CONNECTION_ID() once, for sessionID.
 	withID bool
+	// wrap, set by tests only, wraps each new session.
+	wrap func(fullConn) fullConn
 }
 
 // openDB returns a connection pool for cfg with the session settings,
@@ -88,7 +90,7 @@ func openDB(base *mysqldriver.Config, p pool) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DSN: %w", err)
 	}
-	db := sql.OpenDB(initConnector{Connector: conn, withID: p.withID})
+	db := sql.OpenDB(initConnector{Connector: conn, withID: p.withID, wrap: p.wrap})
 	db.SetMaxOpenConns(p.maxOpen)
 	db.SetMaxIdleConns(p.maxIdle)
 	db.SetConnMaxIdleTime(connMaxIdle)
@@ -100,6 +102,7 @@ func openDB(base *mysqldriver.Config, p pool) (*sql.DB, error) {
 type initConnector struct {
 	driver.Connector
 	withID bool
+	wrap   func(fullConn) fullConn
 }
 
 func (c initConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -112,6 +115,10 @@ func (c initConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	full, ok := conn.(fullConn)
+	if ok && c.wrap != nil {
+		full = c.wrap(full)
+		conn = full
+	}
 	if !c.withID || !ok {
 		return conn, nil
 	}

@@ -108,23 +108,18 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	// candidate and reads the row, and refuses when the row keeps holder
 	// out. Only a name that looked free is granted by the transaction.
 	var (
-		cur   lease.Record
-		now   time.Time
-		found = true
+		cur lease.Record
+		now time.Time
 	)
 	err := s.callRow(ctx, func(r row) (err error) {
 		cur, _, err = scanRecord(r, &now)
 		return err
 	}, "CALL `"+seenProcedure+"`(?, ?, ?)", name, holder, micros(2*ttl))
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		found = false
-	case err != nil:
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return lease.Record{}, s.wrap(fmt.Sprintf("acquire lease %q", name), err)
 	}
-	if wait := blocks(cur, found, holder, nil); wait > 0 {
-		cur.Remaining = wait
-		return lease.Record{}, &lease.HeldError{Record: cur}
+	if refusal := lease.Refusal(cur, holder, nil); refusal != nil {
+		return lease.Record{}, refusal
 	}
 	return s.grant(ctx, "acquire", name, holder, nil, ttl)
 }
@@ -157,9 +152,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead *lease.
 		case err != nil:
 			return err
 		}
-		if wait := blocks(cur, found, holder, dead); wait > 0 {
-			cur.Remaining = wait
-			refusal = &lease.HeldError{Record: cur}
+		if refusal = lease.Refusal(cur, holder, dead); refusal != nil {
 			_, err := r.exec(ctx, seeCandidate, name, holder, now, micros(2*ttl), now, micros(2*ttl))
 			return err
 		}
@@ -203,20 +196,6 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead *lease.
 		return lease.Record{}, refusal
 	}
 	return rec, nil
-}
-
-// blocks is how long cur keeps holder from acquiring the name (see
-// lease.Record.Blocks): for a Seize from dead, only a reservation does
-// while the row still names dead's unreleased tenure.
-func blocks(cur lease.Record, found bool, holder string, dead *lease.Record) time.Duration {
-	if !found {
-		return 0
-	}
-	if dead != nil && !cur.Released && cur.Holder == dead.Holder && cur.Token == dead.Token {
-		reservation := lease.Record{Reserved: cur.Reserved, Successor: cur.Successor, Excluded: cur.Excluded}
-		return reservation.Blocks(holder)
-	}
-	return cur.Blocks(holder)
 }
 
 // validLease checks what a grant writes.

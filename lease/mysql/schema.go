@@ -213,8 +213,13 @@ BEGIN
     UPDATE `+"`%[2]s`"+` SET renewed_at = clock_now, expires_at = clock_now + INTERVAL ttl_us MICROSECOND
         WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND NOT released
             AND expires_at > clock_now;
-    SELECT %[3]s FROM `+"`%[2]s`"+`
-        WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND renewed_at = clock_now;
+    -- Only the row this UPDATE matched: one it did not may have been
+    -- written at clock_now too (granted, then released, in the same
+    -- microsecond).
+    IF ROW_COUNT() > 0 THEN
+        SELECT %[3]s FROM `+"`%[2]s`"+`
+            WHERE name = lease_name AND holder = lease_holder AND token = lease_token AND renewed_at = clock_now;
+    END IF;
     COMMIT;
 END`, renewProcedure, leasesTable, recordColumnsAt("clock_now"))
 
@@ -238,7 +243,7 @@ END`, seenProcedure, candidatesTable, leasesTable, recordColumnsAt("clock_now"))
 // them.
 var routines = []routine{
 	{name: fenceProcedure, what: "fence", version: 2, body: fenceSQL},
-	{name: renewProcedure, what: "renew", version: 1, body: renewSQL},
+	{name: renewProcedure, what: "renew", version: 2, body: renewSQL},
 	{name: seenProcedure, what: "candidate", version: 1, body: seenSQL},
 }
 

@@ -172,7 +172,7 @@ SELECT %[2]s FROM granted CROSS JOIN LATERAL pg_notify($4, granted.name) AS noti
 		cur, err := s.Get(ctx, name)
 		switch {
 		case err == nil:
-			if refusal := lease.Refusal(cur, holder); refusal != nil {
+			if refusal := lease.Refusal(cur, holder, &dead); refusal != nil {
 				return lease.Record{}, refusal
 			}
 			continue // freed since the grant was refused: try again

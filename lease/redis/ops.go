@@ -52,7 +52,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 	case !found:
 		return lease.Record{}, fmt.Errorf("%s: refused without a record", op)
 	}
-	if refusal := lease.Refusal(rec, holder); refusal != nil {
+	if refusal := lease.Refusal(rec, holder, &dead); refusal != nil {
 		return lease.Record{}, refusal
 	}
 	// The script and Refusal judge by the same clock reading; they cannot

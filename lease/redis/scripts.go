@@ -23,7 +23,9 @@ type scripts struct {
 	join, renewMember, leave, getGroup               *goredis.Script
 }
 
-func loadScripts() scripts {
+// loadScripts loads the scripts; edit, set by tests only, rewrites each
+// one's source.
+func loadScripts(edit func(string) string) scripts {
 	lua := func(names ...string) *goredis.Script {
 		var src []byte
 		for _, n := range names {
@@ -33,6 +35,9 @@ func loadScripts() scripts {
 			}
 			src = append(src, b...)
 			src = append(src, '\n')
+		}
+		if edit != nil {
+			return goredis.NewScript(edit(string(src)))
 		}
 		return goredis.NewScript(string(src))
 	}

@@ -103,7 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		channel:      opts.prefix + ":wake",
 		waitReplicas: opts.waitReplicas,
 		client:       goredis.NewClient(cfg),
-		scripts:      loadScripts(),
+		scripts:      loadScripts(nil),
 		closed:       make(chan struct{}),
 	}
 	s.sub = newSubscriber(s.client, s.channel)

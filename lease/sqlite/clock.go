@@ -18,6 +18,8 @@ type hostClock struct {
 	// mono is true when readings come from CLOCK_MONOTONIC, false for the
 	// wall-clock fallback.
 	mono bool
+	// virtual, set by tests only, replaces both clocks.
+	virtual func() time.Time
 }
 
 // wallBootID marks rows written by a process that could not read the boot
@@ -55,6 +57,10 @@ func (r reading) wallMillis() int64 { return r.wall.UnixMilli() }
 // back to the wall clock, whose readings would be taken for times far in
 // the future; failing to read it is an error instead.
 func (c hostClock) now() (reading, error) {
+	if c.virtual != nil {
+		t := c.virtual()
+		return reading{nanos: t.UnixNano(), wall: t}, nil
+	}
 	wall := time.Now()
 	if !c.mono {
 		return reading{nanos: wall.UnixNano(), wall: wall}, nil

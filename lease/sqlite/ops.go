@@ -146,7 +146,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 		case !a.found:
 			continue
 		}
-		if refusal := lease.Refusal(s.recordAt(a.row, now), holder); refusal != nil {
+		if refusal := lease.Refusal(s.recordAt(a.row, now), holder, &dead); refusal != nil {
 			if a.marked {
 				s.noteCandidate(name, holder, now.millis(), ttlMs)
 			}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package leasetest
+
+const raceDetector = false
