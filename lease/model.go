@@ -112,11 +112,24 @@ func StepDown(cur Record, successor string, window time.Duration, live func() bo
 
 // Candidate is a holder whose Acquire or Seize of a name was refused: it
 // campaigns for the name, and a step-down may name it successor, until
-// SeenUntil by the store's clock.
+// SeenUntil by the store's clock. It carries what the holder said of
+// itself (Candidacy); a candidate recorded by a leaderrun that does not
+// know those attributes has their zero values: priority 0, eligible.
 type Candidate struct {
 	Holder    string
 	SeenUntil time.Time
+
+	Priority int32 // see Candidacy
+	Preempt  bool  // see Candidacy
+	// IneligibleUntil is when, by the store's clock, the candidate may be
+	// preferred again (see Candidacy.Ineligible); zero for eligible.
+	IneligibleUntil time.Time
+	Note            string // see Candidacy
 }
+
+// Eligible reports whether c may be preferred at now: its ineligibility,
+// if any, has ended.
+func (c Candidate) Eligible(now time.Time) bool { return !now.Before(c.IneligibleUntil) }
 
 // Seen is the candidate a refused Acquire or Seize by holder at now
 // records: seen until now + 2×ttl. A store may record a granted holder as
