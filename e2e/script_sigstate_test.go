@@ -63,12 +63,11 @@ func sigstartMain() {
 // setHandler sets sig's handler to h (0 SIG_DFL, 1 SIG_IGN) with
 // rt_sigaction, which signal.Ignore does not do for the signals the Go
 // runtime keeps (SEGV): a struct sigaction whose handler is its first
-// member. Signals 32 and 33, which the Go runtime needs, stay as they are
-// until the exec resets them.
+// member. Signals 32 and 33, which the Go runtime keeps to itself, are
+// set too: one the tests inherited ignored (a job control shell may
+// leave 32 so) would stay ignored across the exec, and the exec comes
+// right after.
 func setHandler(sig syscall.Signal, h uintptr) {
-	if sig == 32 || sig == 33 {
-		return
-	}
 	var act [64]byte
 	*(*uintptr)(unsafe.Pointer(&act[0])) = h
 	const sigsetSize = 8

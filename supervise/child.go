@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +35,9 @@ type Child struct {
 	tty *terminal // the controlling terminal on its stdin, or nil; see tty.go
 
 	frozen *frozenTree // while a suspension holds its tree frozen; guarded by theReaper.mu (see freeze.go)
+	// stopAsked: a SIGSTOP was passed to the namespace's init to stop the
+	// command's group, and may not have reached it yet (see freeze.go).
+	stopAsked atomic.Bool
 
 	stopOnce sync.Once
 }
@@ -237,8 +241,10 @@ func (c *Child) Status() Status {
 func (c *Child) Signal(sig syscall.Signal) error {
 	if sig == syscall.SIGSTOP && c.spec.Namespace != NoNamespace {
 		// SIGSTOP would stop the init, not the command: the init
-		// turns a SIGTSTP into a SIGSTOP of the command's group.
+		// turns a SIGTSTP into a SIGSTOP of the command's group, which
+		// a freeze that follows waits for (see freeze.go).
 		sig = syscall.SIGTSTP
+		c.stopAsked.Store(true)
 	}
 	if sig == syscall.SIGCONT {
 		c.awaitThaw()

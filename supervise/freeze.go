@@ -125,7 +125,15 @@ func (c *Child) freeze() *frozenTree {
 	c.frozen = f
 	theReaper.mu.Unlock()
 	if c.cg != nil {
-		err := c.cg.freeze()
+		// A stop passed through the namespace's init (Ctrl-Z) reaches
+		// the command only once the init has forwarded it: wait for
+		// the command's processes to stop, so that the command is
+		// stopped, as Ctrl-Z stops it, and not merely frozen.
+		stopping := func(int) bool { return false }
+		if c.stopAsked.Swap(false) {
+			stopping = func(pid int) bool { return pid != c.pid }
+		}
+		err := c.cg.freeze(stopping)
 		if err == nil {
 			f.cgroup = true
 			return f
@@ -199,15 +207,16 @@ func (f *frozenTree) release() {
 
 // freeze freezes every process in the cgroup and below it, and waits
 // until the kernel says so (cgroup.events "frozen 1"), for at most
-// freezeWait.
-func (g *cgroup) freeze() error {
+// freezeWait. Those that stopping reports are about to be stopped are
+// waited for first, as long as that bound allows.
+func (g *cgroup) freeze(stopping func(pid int) bool) error {
 	// A stop already sent (Ctrl-Z's SIGSTOP of the command's group) takes
 	// effect first: frozen with it pending, a process would not show
 	// stopped.
 	deadline := time.Now().Add(freezeWait)
 	pollUntil(deadline, func() bool {
 		for _, pid := range g.procs() {
-			if stopPending(pid) {
+			if stopPending(pid) || stopping(pid) && !isStopped(pid) {
 				return false
 			}
 		}
@@ -246,6 +255,12 @@ func stopPending(pid int) bool {
 		}
 	}
 	return pending&^blocked&jobStops != 0
+}
+
+// isStopped reports whether process pid is stopped by a signal, or gone.
+func isStopped(pid int) bool {
+	st, err := procstat.Read(pid)
+	return err != nil || st.State == 'T' || st.State == 'Z'
 }
 
 // pollUntil polls cond, less often each time (up to every 20 ms), until
