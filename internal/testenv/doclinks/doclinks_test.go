@@ -50,6 +50,26 @@ func TestRepositoryLinks(t *testing.T) {
 	}
 }
 
+// TestDocsIndexListsEveryPage: docs/README.md, the index the README links
+// to, links to every page under docs/.
+func TestDocsIndexListsEveryPage(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	index, err := os.ReadFile(filepath.Join(root, "docs", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, l := range Links(string(index)) {
+		path, _, _ := strings.Cut(l.Target, "#")
+		linked[filepath.ToSlash(filepath.Join("docs", path))] = true
+	}
+	for _, page := range pages(t, root) {
+		if strings.HasPrefix(page, "docs/") && page != "docs/README.md" && !linked[page] {
+			t.Errorf("docs/README.md does not link to %s", page)
+		}
+	}
+}
+
 func TestSlug(t *testing.T) {
 	for _, c := range []struct{ heading, want string }{
 		{"Quick start", "quick-start"},
