@@ -4,7 +4,7 @@ GO ?= go
 # Scripts and race tests of real processes share 2 cores; keep them apart.
 TESTFLAGS ?= -count=1 -p 2 -timeout 12m
 
-.PHONY: build init-programs test vet mutants mutants-ci kube-apiserver test-kube
+.PHONY: build init-programs man test vet mutants mutants-ci kube-apiserver test-kube
 
 # The version a built binary reports: the git description of the checkout.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -35,6 +35,13 @@ init-programs:
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" \
 			-o supervise/initprog/$$arch/leaderrun-init ./internal/nsinit/leaderrun-init || exit 1; \
 	done
+
+# The man page and the bash, zsh and fish completions, as the packages
+# ship them (goreleaser runs the same before it packages), from the CLI
+# definition: packaging/out/leaderrun.1.gz (man -l packaging/out/leaderrun.1.gz)
+# and packaging/out/completions/.
+man:
+	$(GO) run ./packaging/gen -version $(VERSION) -out packaging/out
 
 vet:
 	$(GO) vet ./...

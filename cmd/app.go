@@ -69,7 +69,12 @@ command dies by signal N of anyone else's, leaderrun passes that on: it
 dies by the same signal, so that its parent sees what the command's would
 have (a shell prints "Killed", systemd counts a SIGTERM death as a clean
 stop); as PID 1, which the kernel does not let die by its own signal, it
-exits 128+N, as a shell reports it. Its last log line says which.`
+exits 128+N, as a shell reports it. Its last log line says which.
+
+Manual: leaderrun(1) (man leaderrun), and the README with its pages
+(recipes, operating, signals, the guarantees):
+https://github.com/leaderrun/leaderrun, which the packages install in
+/usr/share/doc/leaderrun.`
 
 // env names the environment variable of an option.
 func env(option string) []string {

@@ -30,8 +30,8 @@ var sigModes = []sigMode{
 
 // TestSignalsAsTheTableSays sends every signal from 1 to 31 but SIGKILL
 // with kill(2) to a leaderrun that leads, in each mode, and checks that it
-// does what the README's table (signals.WriteTable, from the same code)
-// says: a forwarded signal reaches the command, an ignored one does not
+// does what docs/signals.md's table (signals.WriteTable, from the same
+// code) says: a forwarded signal reaches the command, an ignored one does not
 // and leaderrun runs on, a stop signal stops the command with the signal
 // the table names and releases the lease, a suspend or a kernel stop stops
 // leaderrun until SIGCONT. leaderrun never crashes.

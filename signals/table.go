@@ -28,7 +28,7 @@ var notes = map[syscall.Signal]string{
 }
 
 // Note says more about what leaderrun does with sig than its Action does,
-// for the README's table; it is empty when there is nothing to add.
+// for the signal table; it is empty when there is nothing to add.
 func Note(sig syscall.Signal, stopOn StopOn) string {
 	if stopOn.Action(sig) == Stop {
 		switch PassOn(sig, 0) {
@@ -44,9 +44,9 @@ func Note(sig syscall.Signal, stopOn StopOn) string {
 	return notes[sig]
 }
 
-// WriteTable writes the README's signal table: what leaderrun does with
-// each signal from 1 to 31 when --stop-on is stopOn. TestREADMESignalTable
-// keeps the README's copy equal to it.
+// WriteTable writes the signal table of docs/signals.md: what leaderrun
+// does with each signal from 1 to 31 when --stop-on is stopOn.
+// TestREADMESignalTable keeps the page's copy equal to it.
 func WriteTable(w io.Writer, stopOn StopOn) error {
 	if _, err := fmt.Fprintf(w, "| # | signal | leaderrun | details |\n|---|---|---|---|\n"); err != nil {
 		return err

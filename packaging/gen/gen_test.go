@@ -249,3 +249,38 @@ func TestREADMEOptionsTable(t *testing.T) {
 		t.Errorf("README.md's table of options differs from the CLI's; run go run ./packaging/gen -readme and paste it:\n%s", want.String())
 	}
 }
+
+// TestManualNamedAlike: --help, the man page and the systemd unit's
+// Documentation= name the same manual: leaderrun(1) and docsURL.
+func TestManualNamedAlike(t *testing.T) {
+	unit, err := os.ReadFile("../systemd/leaderrun@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(line, "Documentation="); ok {
+			docs = append(docs, strings.Fields(v)...)
+		}
+	}
+	if want := []string{"man:leaderrun(1)", docsURL}; !slices.Equal(docs, want) {
+		t.Errorf("the unit's Documentation= names %q, want %q", docs, want)
+	}
+	help := leaderrun(t).Description
+	for _, want := range []string{"leaderrun(1)", "man leaderrun", docsURL} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help does not name %q", want)
+		}
+	}
+	var man strings.Builder
+	if err := writeMan(&man, leaderrun(t), "v9.9.9"); err != nil {
+		t.Fatal(err)
+	}
+	_, seeAlso, _ := strings.Cut(man.String(), ".SH SEE ALSO\n")
+	if !strings.Contains(seeAlso, docsURL) {
+		t.Errorf("the man page's SEE ALSO does not name %s:\n%s", docsURL, seeAlso)
+	}
+	if strings.Contains(man.String(), "Manual:") {
+		t.Errorf("the man page's description keeps --help's Manual: paragraph")
+	}
+}

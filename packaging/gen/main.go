@@ -4,8 +4,9 @@
 //	go run ./packaging/gen -version v1.2.3 -out packaging/out
 //
 // It writes OUT/leaderrun.1.gz and OUT/completions/{leaderrun.bash,
-// _leaderrun, leaderrun.fish}. With -readme it prints the README's table
-// of options instead, which a test keeps equal to the README's:
+// _leaderrun, leaderrun.fish}; `make man` runs it in a checkout. With
+// -readme it prints the README's table of options instead, which a test
+// keeps equal to the README's:
 //
 //	go run ./packaging/gen -readme
 package main

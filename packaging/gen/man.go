@@ -6,6 +6,11 @@ import (
 	"strings"
 )
 
+// docsURL is where the README and its pages are read: --help's "Manual:"
+// paragraph, the systemd unit's Documentation= and the man page's SEE ALSO
+// name it (TestManualNamedAlike).
+const docsURL = "https://github.com/leaderrun/leaderrun"
+
 // writeMan writes the section 1 manual page in roff (man(7) macros).
 func writeMan(w io.Writer, p program, version string) error {
 	var b strings.Builder
@@ -63,10 +68,28 @@ variables set the options above.
 an annotated example of such a file.
 .TP
 .I /var/lib/leaderrun/leaderrun.db
-the default SQLite store when run as root.
+the default SQLite store when run as root; another user's is
+.IR $XDG_STATE_HOME/leaderrun/leaderrun.db
+.RI ( ~/.local/state/leaderrun/leaderrun.db ).
+.TP
+.IR /run/leaderrun/ ", " $XDG_RUNTIME_DIR/leaderrun/ ", " /tmp/leaderrun- UID /
+the runtime directory (root's, another user's, or without a runtime
+directory): one FIFO
+.BI end- PIDNS - PID - START - SEQ
+per tenure, by which a follower on the same host takes over at once.
+Each goes with its tenure; one a killed leader left, once a follower
+proves that leader dead or the next leader of that user in the same PID
+namespace starts.
 .SH SEE ALSO
 .BR systemd.service (5),
 .BR systemd.exec (5)
+.PP
+The README and its pages (recipes, operating, signals and exit status,
+the files leaderrun writes, the guarantees):
+.UR ` + docsURL + `
+.UE ;
+the packages install them in
+.IR /usr/share/doc/leaderrun .
 `)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -74,7 +97,8 @@ the default SQLite store when run as root.
 
 // splitDescription separates the "Examples:" and "Exit status:"
 // paragraphs of the help's description, which have sections of their own
-// in a manual page, from the rest.
+// in a manual page, from the rest, and leaves out the "Manual:"
+// paragraph, which SEE ALSO says in a manual page's words.
 func splitDescription(text string) (description string, examples []string, exit string) {
 	var rest []string
 	for _, para := range strings.Split(strings.TrimSpace(text), "\n\n") {
@@ -83,6 +107,7 @@ func splitDescription(text string) (description string, examples []string, exit 
 			examples = strings.Split(strings.TrimPrefix(para, "Examples:\n"), "\n")
 		case strings.HasPrefix(para, "Exit status: "):
 			exit = "The exit status is " + strings.TrimPrefix(para, "Exit status: ")
+		case strings.HasPrefix(para, "Manual: "):
 		default:
 			rest = append(rest, para)
 		}
