@@ -172,10 +172,21 @@ func (s *single) endSignal(log *slog.Logger) *samehost.EndSignal {
 	if s.cfg.HoldAtLeast > 0 {
 		return nil
 	}
-	sig, err := samehost.NewEndSignal()
+	sig, err := newEndSignal()
 	if err != nil {
-		log.Debug("no end signal for followers on this host; a hand-over reaches them through the store", "err", err)
+		// Said once at warning level: followers on this host then take
+		// the name only through the store, more slowly, and the cause
+		// (a runtime directory others may write, say) is the
+		// operator's to mend.
+		level := slog.LevelWarn
+		if s.saidNoEndSignal.Swap(true) {
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "no end signal for followers on this host; a graceful hand-over reaches them through the store, more slowly", "err", err)
 		return nil
 	}
 	return sig
 }
+
+// newEndSignal makes a tenure's end signal; tests replace it.
+var newEndSignal = samehost.NewEndSignal

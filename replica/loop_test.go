@@ -861,3 +861,30 @@ func TestLoopCommandResumesOnlyWhileTheTenureHolds(t *testing.T) {
 		lp.end()
 	})
 }
+
+// A tenure that can make no end signal (a runtime directory others may
+// write, say) leaves same-host followers to learn of a graceful hand-over
+// through the store, more slowly: that was said at debug level alone.
+// Now the first tenure says it at warning level, the next ones at debug.
+func TestLoopSaysOnceThatThereIsNoEndSignal(t *testing.T) {
+	defer func(f func() (*samehost.EndSignal, error)) { newEndSignal = f }(newEndSignal)
+	newEndSignal = func() (*samehost.EndSignal, error) {
+		return nil, errors.New("the end signals' directory /run/leaderrun may be used by others (mode 0777, want 0700)")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var logged bytes.Buffer
+		lp := startLoop(t, nil, func(lp *loop) {
+			lp.l.log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
+		c := lp.next(time.Second)
+		for range 3 { // three tenures
+			time.Sleep(5 * time.Second)
+			c.exit(0)
+			c = lp.next(time.Minute)
+		}
+		lp.end()
+		if got := strings.Count(logged.String(), "no end signal for followers on this host"); got != 1 {
+			t.Errorf("said %d times at warning level over four tenures, want once:\n%s", got, logged.String())
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -16,6 +17,9 @@ type single struct {
 	*Replica
 	elector *elect.Elector // set by run once the store is open
 	child   child          // the running command; guarded by mu
+	// saidNoEndSignal: that a tenure could make no end signal was said
+	// at warning level once (endSignal).
+	saidNoEndSignal atomic.Bool
 }
 
 func newSingle(r *Replica) *single {
