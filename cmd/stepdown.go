@@ -171,12 +171,13 @@ func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name st
 	return lease.PartitionKey(name, c.Int("partition")), nil
 }
 
-// refuseWithoutSuccessor refuses to step down the leader of name when the
-// store can tell that no other replica is campaigning for it: the command
-// would only stop, with nobody to take over for --window. A store that
-// cannot tell (lease.CandidateReader) is not asked.
+// refuseWithoutSuccessor refuses to step down the leader of name when no
+// other replica is campaigning for it (lease.Campaigner.Candidates: a
+// replica that tried to take the name within twice its TTL and did not
+// stop cleanly since): the command would only stop, with nobody to take
+// over for --window.
 func refuseWithoutSuccessor(ctx context.Context, store lease.Store, name string) error {
-	cr, ok := store.(lease.CandidateReader)
+	cr, ok := store.(lease.Campaigner)
 	if !ok {
 		return nil
 	}
@@ -184,8 +185,11 @@ func refuseWithoutSuccessor(ctx context.Context, store lease.Store, name string)
 	if err != nil || !rec.Held() {
 		return nil // RequestStepDown says what is wrong
 	}
-	others, err := cr.OtherCandidates(ctx, name, rec.Holder)
-	if err != nil || others {
+	list, err := cr.Candidates(ctx, name)
+	if err != nil {
+		return fmt.Errorf("lease %q: cannot tell whether another replica campaigns for it: %w", name, err)
+	}
+	if len(lease.Others(list, rec.Holder)) > 0 {
 		return nil
 	}
 	return fmt.Errorf("lease %q: no other replica is campaigning for it, so its command would stop with no successor for --window; --force steps down anyway: %w",

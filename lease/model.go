@@ -131,6 +131,51 @@ type Candidate struct {
 // if any, has ended.
 func (c Candidate) Eligible(now time.Time) bool { return !now.Before(c.IneligibleUntil) }
 
+// Campaign is the rule of Campaigner.Campaign: holder's candidate record,
+// whatever it was, becomes c, seen until now + 2×ttl, ineligible until
+// now + c.Ineligible when that is positive.
+func Campaign(holder string, c Candidacy, ttl time.Duration, now time.Time) Candidate {
+	next := Seen(holder, ttl, now)
+	next.Priority, next.Preempt, next.Note = c.Priority, c.Preempt, c.Note
+	if c.Ineligible > 0 {
+		next.IneligibleUntil = now.Add(c.Ineligible)
+	}
+	return next
+}
+
+// SeeAgain is the candidate a refused Acquire or Seize by prev's holder
+// at now leaves: prev, seen until now + 2×ttl, with what it said (a
+// store may keep prev instead while it is Fresh).
+func SeeAgain(prev Candidate, ttl time.Duration, now time.Time) Candidate {
+	prev.SeenUntil = now.Add(2 * ttl)
+	return prev
+}
+
+// Standing is c as Candidates reports it at now.
+func (c Candidate) Standing(now time.Time) Standing {
+	s := Standing{Holder: c.Holder, Seen: c.SeenUntil.Sub(now),
+		Candidacy: Candidacy{Priority: c.Priority, Preempt: c.Preempt, Note: c.Note}}
+	if left := c.IneligibleUntil.Sub(now); !c.IneligibleUntil.IsZero() && left > 0 {
+		s.Ineligible = left
+	}
+	return s
+}
+
+// Forgettable is the rule of Forget at now: a name may be forgotten unless
+// it is held (a *HeldError naming the holder) or its token is not yet
+// behind the store's clock in milliseconds (ErrTokenAhead): the next
+// grant's token, from the clock alone once the record is gone, must still
+// exceed it.
+func Forgettable(cur Record, now time.Time) error {
+	switch {
+	case cur.Held():
+		return &HeldError{Record: cur}
+	case cur.Token >= now.UnixMilli():
+		return ErrTokenAhead
+	}
+	return nil
+}
+
 // Seen is the candidate a refused Acquire or Seize by holder at now
 // records: seen until now + 2×ttl. A store may record a granted holder as
 // well, and may keep a candidate that is still Fresh instead of writing it

@@ -124,6 +124,11 @@ var ErrNotHeld = errors.New("lease not held")
 // within twice its lease duration.
 var ErrUnknownSuccessor = errors.New("no replica with that identity is campaigning for the name")
 
+// ErrTokenAhead is returned by Forget for a name whose token is not yet
+// behind the store's clock in milliseconds: a grant after forgetting it
+// could reuse the token. Forgetting it a moment later works.
+var ErrTokenAhead = errors.New("its last token is not yet behind the store's clock; try again in a moment")
+
 // ErrAlreadyLeader is returned by RequestStepDown when the successor is
 // the current holder.
 var ErrAlreadyLeader = errors.New("already the leader")

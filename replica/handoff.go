@@ -129,17 +129,17 @@ func (s *single) awaitSuccessor(ten *elect.Tenure) {
 }
 
 // othersCampaign reports whether another replica is a live candidate for
-// the name, or the store cannot tell (it is no lease.CandidateReader, or
-// its answer did not come within successorWait).
+// the name, or the store cannot tell (it is no lease.Campaigner, or its
+// answer did not come within successorWait).
 func (s *single) othersCampaign() bool {
-	cr, ok := s.elector.Store.(lease.CandidateReader)
+	cr, ok := s.elector.Store.(lease.Campaigner)
 	if !ok {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), successorWait)
 	defer cancel()
-	found, err := cr.OtherCandidates(ctx, s.cfg.Name, s.holder)
-	return err != nil || found
+	list, err := cr.Candidates(ctx, s.cfg.Name)
+	return err != nil || len(lease.Others(list, s.holder)) > 0
 }
 
 // awaitNewer leaves the store alone for quiet, then reads until the record

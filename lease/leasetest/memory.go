@@ -159,7 +159,11 @@ func (m *Memory) grant(ctx context.Context, name, holder string, dead *lease.Rec
 	now := d.now()
 	granted, err := lease.Grant(d.rows[name].view(now), name, holder, dead, ttl, now)
 	if err != nil {
-		d.seeLocked(name, lease.Seen(holder, ttl, now))
+		seen := lease.Seen(holder, ttl, now)
+		if prev, ok := d.candidates[name][holder]; ok {
+			seen = lease.SeeAgain(prev, ttl, now)
+		}
+		d.seeLocked(name, seen)
 		return lease.Record{}, err
 	}
 	if d.rows == nil {

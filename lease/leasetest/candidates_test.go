@@ -1,7 +1,0 @@
-package leasetest
-
-import "testing"
-
-func TestMemoryOtherCandidates(t *testing.T) {
-	CheckCandidateReader(t, &Memory{})
-}
