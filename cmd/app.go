@@ -196,7 +196,7 @@ func shortDuration(d time.Duration) string {
 }
 
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "the lease every replica campaigns for (required)"},
 		&cli.StringFlag{Name: "store", EnvVars: env("store"), DefaultText: defaultStoreText,
 			Usage: "store DSN: sqlite:PATH, postgres://…, mysql://…, redis://…, etcd://…, k8s://NAMESPACE (see the README)"},
@@ -236,7 +236,7 @@ func runFlags() []cli.Flag {
 			Usage: "serve /healthz, /leader (200 leading, 503 standby; with --partitions, /partitions instead) and /metrics on this address, e.g. 127.0.0.1:9090"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("log-format"), Value: "text", Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("log-level"), Value: "info", Usage: "log level: debug, info, warn or error"},
-	}
+	}, healthFlags()...)
 }
 
 // runConfig is the replica's configuration and the wiring's own options.
@@ -290,6 +290,7 @@ func configFrom(c *cli.Context, command []string) (runConfig, *logSettings, erro
 	if c.IsSet("identity") && rc.Identity == "" {
 		problems = append(problems, config.ValidateIdentity("").Error())
 	}
+	problems = append(problems, healthOptions(c, &rc.Config.Config)...)
 	if c.IsSet("partitions") && rc.Partitions == 0 {
 		problems = append(problems, fmt.Sprintf("--partitions 0: must be from 1 to %d (leave the option out for one name)", config.MaxPartitions))
 	}

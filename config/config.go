@@ -46,6 +46,12 @@ var Bounds = map[string]Bound{
 
 	"--reconcile-interval": {100 * time.Millisecond, time.Hour},
 	"--reconcile-timeout":  {time.Second, 24 * time.Hour},
+
+	"--health-interval":     {100 * time.Millisecond, 24 * time.Hour},
+	"--health-timeout":      {10 * time.Millisecond, 24 * time.Hour},
+	"--health-start-period": {0, 24 * time.Hour},
+	"--health-cooldown":     {0, 7 * 24 * time.Hour},
+	"--preempt-delay":       {0, 24 * time.Hour},
 }
 
 // MaxPartitions bounds --partitions (lease.MaxPartitions): beyond a few
@@ -92,6 +98,17 @@ type Config struct {
 	Partitions        int
 	ReconcileInterval time.Duration // 0: elect.DefaultReconcileInterval
 	ReconcileTimeout  time.Duration // 0: elect.DefaultReconcileTimeout
+
+	// Health is the command's health check (--health-*); none when its
+	// Cmd is empty.
+	Health Health
+	// Priority is --priority: higher leads; it must fit a 32-bit
+	// integer (Validate).
+	Priority int64
+	// Preempt is --preempt: take the name over from a leader of lower
+	// priority once this replica has been a candidate for PreemptDelay.
+	Preempt      bool
+	PreemptDelay time.Duration
 }
 
 // FieldError says what is wrong with one option.
@@ -226,6 +243,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validatePartitions()...)
+	errs = append(errs, c.validateHealth()...)
 	if c.Identity != "" {
 		if err := ValidateIdentity(c.Identity); err != nil {
 			errs = append(errs, err)
@@ -269,6 +287,18 @@ func (c *Config) validatePartitions() []error {
 	}
 	if c.HoldAtLeast != 0 {
 		without("--hold-at-least", "partitions move between replicas as they come and go")
+	}
+	// Health and priority choose the one replica that runs a name's
+	// command; a partition's owner is the rendezvous target, which they
+	// do not weigh (yet).
+	if c.Health.Cmd != "" {
+		without("--health-cmd", NoHealthWithPartitions)
+	}
+	if c.Priority != 0 {
+		without("--priority", NoHealthWithPartitions)
+	}
+	if c.Preempt {
+		without("--preempt", NoHealthWithPartitions)
 	}
 	for _, o := range []struct {
 		opt string
