@@ -38,6 +38,11 @@
 //	                                         with the store unreachable, still counting until the store
 //	                                         answers; else 0 on standby
 //	leaderrun_child_exits_total{code}      counter: command exits by exit code (128+N for signal N)
+//	leaderrun_health_checks_total          counter: health checks run to their end (--health-cmd)
+//	leaderrun_health_check_failures_total  counter: of those, the failed ones (non-zero exit, timeout, not started)
+//	leaderrun_health_handovers_total       counter: hand-overs of the name because the command was unhealthy
+//	leaderrun_health_restarts_total        counter: restarts of the unhealthy command, no other replica being
+//	                                         live and eligible
 //
 // A partitioned replica (Partitioned) counts every partition's tenure in
 // the tenure metrics (and hand-offs as cause "handoff"), its renewal rounds
@@ -105,6 +110,7 @@ type Observer struct {
 	storeCalls *prometheus.CounterVec
 	renewTime  prometheus.Histogram
 	childExits *prometheus.CounterVec
+	health     *healthMetrics
 
 	mu           sync.Mutex // guards the fields below and the leading and token gauges' values
 	leader       string     // the leader last seen: this process, or the holder the store named
@@ -167,6 +173,7 @@ func newObserver(name, holder string, renewDeadline time.Duration, now func() ti
 			Help: "Command exits by exit code (128+N for signal N).",
 		}, []string{"code"}),
 	}
+	o.health = newHealthMetrics(labels)
 	o.failing, o.failingSince = true, now()
 
 	// Export every label value up front, so that rates start from zero.
@@ -185,6 +192,9 @@ func newObserver(name, holder string, renewDeadline time.Duration, now func() ti
 			Name: "leaderrun_seconds_since_last_renew", ConstLabels: labels,
 			Help: "While leading, seconds since the last successful renew (or since the tenure started); after a tenure that ended with the store unreachable, still counting until the store answers; else 0 on standby.",
 		}, o.sinceLastRenew),
+	)
+	o.reg.MustRegister(o.health.collectors()...)
+	o.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

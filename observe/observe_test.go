@@ -213,14 +213,18 @@ func TestMethodNotAllowed(t *testing.T) {
 // metricHeaders are the HELP and TYPE lines of the metrics the package doc
 // promises.
 var metricHeaders = map[string]string{
-	"leaderrun_child_exits_total":        "Command exits by exit code (128+N for signal N).\ncounter",
-	"leaderrun_leading":                  "1 while this process holds the lease, else 0.\ngauge",
-	"leaderrun_renew_duration_seconds":   "Round-trip time of renew calls, whatever their outcome.\nhistogram",
-	"leaderrun_seconds_since_last_renew": "While leading, seconds since the last successful renew (or since the tenure started); after a tenure that ended with the store unreachable, still counting until the store answers; else 0 on standby.\ngauge",
-	"leaderrun_store_calls_total":        "Store calls by operation and result (ok, held, lost, error).\ncounter",
-	"leaderrun_tenure_ends_total":        "Tenures ended, by cause (lost, deadline, released, stepdown, other).\ncounter",
-	"leaderrun_tenures_total":            "Tenures started by this process.\ncounter",
-	"leaderrun_token":                    "Fencing token of the current tenure; 0 on standby.\ngauge",
+	"leaderrun_child_exits_total":           "Command exits by exit code (128+N for signal N).\ncounter",
+	"leaderrun_health_checks_total":         "Health checks of the command run to their end (--health-cmd).\ncounter",
+	"leaderrun_health_check_failures_total": "Health checks that failed: a non-zero exit, a timeout, or a check that could not start.\ncounter",
+	"leaderrun_health_handovers_total":      "Hand-overs of the name to another replica because the command was unhealthy.\ncounter",
+	"leaderrun_health_restarts_total":       "Restarts of an unhealthy command because no other replica was live and eligible.\ncounter",
+	"leaderrun_leading":                     "1 while this process holds the lease, else 0.\ngauge",
+	"leaderrun_renew_duration_seconds":      "Round-trip time of renew calls, whatever their outcome.\nhistogram",
+	"leaderrun_seconds_since_last_renew":    "While leading, seconds since the last successful renew (or since the tenure started); after a tenure that ended with the store unreachable, still counting until the store answers; else 0 on standby.\ngauge",
+	"leaderrun_store_calls_total":           "Store calls by operation and result (ok, held, lost, error).\ncounter",
+	"leaderrun_tenure_ends_total":           "Tenures ended, by cause (lost, deadline, released, stepdown, other).\ncounter",
+	"leaderrun_tenures_total":               "Tenures started by this process.\ncounter",
+	"leaderrun_token":                       "Fencing token of the current tenure; 0 on standby.\ngauge",
 }
 
 // storeCalls renders leaderrun_store_calls_total with the given non-zero

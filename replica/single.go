@@ -89,15 +89,21 @@ func (s *single) loop() error {
 			"previous_tenure", previous, "command", strings.Join(s.cfg.Command, " "))
 		sig := s.endSignal(log)
 		go s.announceStop(ten, sig)
-		end := s.serve(ten, s.childEnv(ten), log, func(c child) {
+		env := s.childEnv(ten)
+		health := s.healthGuard(ten, env, log)
+		end := s.serve(ten, env, log, func(c child) {
 			s.child = c
 			if c != nil {
 				go s.annotate(ten, c, sig, log)
+				health.start(c)
 				if s.cfg.Hooks != nil {
 					s.cfg.Hooks.Started()
 				}
 			}
 		}, s.stopping)
+		if health.end() == restarting && end.exited {
+			end.why, end.unhealthy = "command unhealthy; restarting it", true
+		}
 		if s.cfg.Hooks != nil && end.startErr == nil {
 			s.cfg.Hooks.Ended()
 		}

@@ -86,7 +86,7 @@ const (
 // runs a little longer and ends cleanly is restarted without back-off, so
 // its loop is told by how often it ends (loopExits in loopWindow).
 func (r *Replica) countExit(h *restarts, end tenureEnd, log *slog.Logger, again string, now time.Time) time.Duration {
-	if end.status.ExitCode() == 0 && !end.quick {
+	if end.status.ExitCode() == 0 && !end.quick && !end.unhealthy {
 		h.failures = 0
 	} else {
 		h.failures++
@@ -125,6 +125,9 @@ type tenureEnd struct {
 	reserved bool
 	// quick: the command exited on its own within quickExit of its start.
 	quick bool
+	// unhealthy: the health check stopped the command, to restart it
+	// (no other replica could take the name over): a failure.
+	unhealthy bool
 }
 
 // quickExit is how soon after its start a command's exit counts as "at
