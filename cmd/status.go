@@ -134,7 +134,7 @@ func runStatus(c *cli.Context) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if name != "" {
-			return enc.Encode(observe.ViewRecord(recs[0]))
+			return encodeWithCandidates(ctx, enc, store, recs[0])
 		}
 		out := make([]observe.RecordView, 0, len(recs))
 		for _, r := range recs {
@@ -145,7 +145,10 @@ func runStatus(c *cli.Context) error {
 	if len(recs) == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "leaderrun: no leases in %s yet: a name appears once a replica campaigns for it\n", store.Describe())
 	}
-	return printTable(w, recs)
+	if err := printTable(w, recs); err != nil || name == "" {
+		return err
+	}
+	return printNameCandidates(ctx, w, store, name)
 }
 
 // printGroup prints a partitioned name: its members, then its partitions.

@@ -31,7 +31,10 @@ func watchCommand(sigs <-chan os.Signal) *cli.Command {
 		Description: `Events: leader (the holder the first read finds, and since when it holds
 the name), elected (a new holder and token), step-down (an operator asked the
 holder to hand over; with the successor when one was named), released,
-expired and, for a name that does not exist yet, absent. For a name run
+expired and, for a name that does not exist yet, absent; unhealthy when a
+replica becomes ineligible (its command's health check failed: it handed
+the name over), with until when and the check's last output, escaped. A
+holder's priority shows when it is not 0. For a name run
 with --partitions, the same events for each partition (name "NAME #P"), and
 joined and left (or expired) for its members. Runs until SIGINT or SIGTERM.
 
@@ -82,7 +85,9 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 		last    = "" // last event emitted, with its holder and token
 		backoff = 250 * time.Millisecond
 		seen    lease.Record // what the last successful read found
+		cands   candidateWatch
 	)
+	w.priority = cands.priority
 	for {
 		rec, err := store.Get(ctx, name)
 		wait := watchPoll
@@ -97,7 +102,9 @@ func watch(ctx context.Context, store lease.Store, name string, w *eventWriter) 
 			wait, backoff = backoff, min(2*backoff, watchPoll)
 		default:
 			backoff, seen = 250*time.Millisecond, rec
+			cands.read(ctx, store, name)
 			last = w.emit(last, eventOf(rec), rec)
+			cands.emitIneligible(w, name)
 			if rec.Held() {
 				// Wake just after the expiry, should renewals stop.
 				wait = min(wait, rec.Remaining+10*time.Millisecond)
@@ -184,6 +191,9 @@ type eventWriter struct {
 	log  io.Writer // where failed reads are reported
 	json bool
 	err  error // the first write error
+	// priority, when set, is a holder's priority (its candidacy), shown
+	// with the events of one name when not 0.
+	priority func(holder string) int32
 }
 
 func (e *eventWriter) Write(p []byte) (int, error) {
@@ -210,6 +220,13 @@ type eventJSON struct {
 	// Since is when the tenure began, for a "leader" event: the tenure
 	// the watch found when it started.
 	Since *time.Time `json:"since,omitempty"`
+	// Priority is the holder's priority, when not 0.
+	Priority int32 `json:"priority,omitempty"`
+	// Until and Note are an "unhealthy" event's: when the candidate
+	// becomes eligible again, and why it is not (the health check's last
+	// output, bounded and escaped by the replica).
+	Until *time.Time `json:"until,omitempty"`
+	Note  string     `json:"note,omitempty"`
 }
 
 // emit prints event for rec unless it repeats last; it returns the key of
@@ -234,6 +251,9 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	if _, p, ok := lease.SplitPartitionKey(rec.Name); ok {
 		ev.Partition = &p
 	}
+	if e.priority != nil && rec.Holder != "" {
+		ev.Priority = e.priority(rec.Holder)
+	}
 	if e.json {
 		json.NewEncoder(e).Encode(ev)
 		return key
@@ -247,6 +267,9 @@ func (e *eventWriter) emit(last, event string, rec lease.Record) string {
 	}
 	if successor != "" {
 		line += " successor=" + observe.Shown(successor)
+	}
+	if ev.Priority != 0 {
+		line += fmt.Sprintf(" priority=%d", ev.Priority)
 	}
 	fmt.Fprintln(e, line)
 	return key

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leaderrun/leaderrun/config"
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/supervise"
 )
@@ -189,6 +190,8 @@ func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 func (h warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(a)} }
 func (h warnOnly) WithGroup(n string) slog.Handler      { return warnOnly{h.Handler.WithGroup(n)} }
 
+var _ candidacy = (*elect.Elector)(nil)
+
 // candidacy is what the health check uses of the election (an
 // *elect.Elector): to say that this replica is not to be preferred, and
 // to find whom to hand the name over to.
@@ -242,43 +245,39 @@ func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, c 
 		defer cancel()
 		return f(cctx)
 	}
-	if el == nil {
-		log.Warn("the store cannot record candidacies; restarting the command instead of handing the name over")
-	} else {
-		if err := call(func(ctx context.Context) error { return el.SetIneligible(ctx, h.Cooldown, note) }); err != nil {
-			log.Warn("cannot record in the store that this replica is ineligible", "err", err)
+	if err := call(func(ctx context.Context) error { return el.SetIneligible(ctx, h.Cooldown, note) }); err != nil {
+		log.Warn("cannot record in the store that this replica is ineligible", "err", err)
+	}
+	var succ lease.Standing
+	var found bool
+	err := call(func(ctx context.Context) (err error) { succ, found, err = el.Successor(ctx); return err })
+	switch {
+	case ctx.Err() != nil:
+		return healthy // the tenure or the command ended meanwhile
+	case err != nil:
+		log.Warn("cannot read the other candidates; keeping the name", "err", err)
+	case found:
+		window := s.cfg.LeaseDuration
+		log.Warn("command unhealthy; handing the name over", "successor", succ.Holder, "successor_priority", succ.Priority,
+			"failed_checks", h.Retries, "check", res.why, "output", shown, "ineligible_for", h.Cooldown)
+		err := call(func(ctx context.Context) error {
+			_, err := store.RequestStepDown(ctx, s.cfg.Name, succ.Holder, window)
+			return err
+		})
+		if err == nil {
+			s.report.obs.HealthHandover()
+			return handedOver // the tenure ends at the request: stop, release, the successor starts
 		}
-		var succ lease.Standing
-		var found bool
-		err := call(func(ctx context.Context) (err error) { succ, found, err = el.Successor(ctx); return err })
-		switch {
-		case ctx.Err() != nil:
-			return healthy // the tenure or the command ended meanwhile
-		case err != nil:
-			log.Warn("cannot read the other candidates; keeping the name", "err", err)
-		case found:
-			window := s.cfg.LeaseDuration
-			log.Warn("command unhealthy; handing the name over", "successor", succ.Holder, "successor_priority", succ.Priority,
-				"failed_checks", h.Retries, "check", res.why, "output", shown, "ineligible_for", h.Cooldown)
-			err := call(func(ctx context.Context) error {
-				_, err := store.RequestStepDown(ctx, s.cfg.Name, succ.Holder, window)
-				return err
-			})
-			if err == nil {
-				s.report.obs.HealthHandover()
-				return handedOver // the tenure ends at the request: stop, release, the successor starts
-			}
-			if ctx.Err() != nil {
-				return healthy
-			}
-			log.Warn("cannot hand the name over; restarting the command instead", "successor", succ.Holder, "err", err)
+		if ctx.Err() != nil {
+			return healthy
 		}
-		// Nobody better: this replica keeps its place, and says why
-		// its command restarts.
-		restartNote := boundNote(fmt.Sprintf("token %d: command unhealthy, restarted (no other replica live and eligible): %s", token, shown))
-		if err := call(func(ctx context.Context) error { return el.SetIneligible(ctx, 0, restartNote) }); err != nil && ctx.Err() == nil {
-			log.Warn("cannot record in the store that this replica is eligible again", "err", err)
-		}
+		log.Warn("cannot hand the name over; restarting the command instead", "successor", succ.Holder, "err", err)
+	}
+	// Nobody better: this replica stays eligible, so that a standby
+	// that takes the name while the command restarts defers to it (the
+	// others are ineligible or gone).
+	if err := call(func(ctx context.Context) error { return el.SetIneligible(ctx, 0, "") }); err != nil && ctx.Err() == nil {
+		log.Warn("cannot record in the store that this replica is eligible again", "err", err)
 	}
 	if ctx.Err() != nil {
 		return healthy
@@ -307,13 +306,6 @@ func boundNote(s string) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-// electionCandidacy returns the election's candidacy methods, or nil when
-// the elector has none.
-func electionCandidacy(el any) candidacy {
-	c, _ := el.(candidacy)
-	return c
 }
 
 // tenureHealth is the health check of one tenure's command: started with
@@ -353,7 +345,7 @@ func (h *tenureHealth) start(c child) {
 	h.done = make(chan healthVerdict, 1)
 	el := h.s.elector
 	go func() {
-		h.done <- h.s.guardHealth(h.ctx, h.ten.Token(), c, h.env, electionCandidacy(el), el.Store, h.log)
+		h.done <- h.s.guardHealth(h.ctx, h.ten.Token(), c, h.env, el, el.Store, h.log)
 	}()
 }
 

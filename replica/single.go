@@ -59,7 +59,9 @@ func (s *single) useStore(store lease.Store) {
 		Store: store, Name: rc.Name, Holder: s.holder,
 		LeaseDuration: rc.LeaseDuration, RenewDeadline: rc.RenewDeadline, RetryPeriod: rc.RetryPeriod,
 		Logger: s.log, Observe: s.report.storeCall, Clock: s.clock,
-		Prover: s.prover(),
+		Prover:       s.prover(),
+		Candidacy:    lease.Candidacy{Priority: int32(rc.Priority), Preempt: rc.Preempt}, // config bounds Priority to int32
+		PreemptDelay: rc.PreemptDelay,
 	}
 }
 
