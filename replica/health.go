@@ -209,14 +209,14 @@ type healthVerdict int
 const (
 	healthy    healthVerdict = iota // the checks passed, or the command ended first
 	handedOver                      // a successor was asked to take the name over
-	restarting                      // no eligible successor: the command is stopped, to start again
+	restarting                      // no eligible successor: the command is to stop, and start again
 )
 
 // guardHealth runs the health check of the tenure's command c until ctx
 // ends (the command ended, or the tenure did) or the command is unhealthy,
-// and then acts on it (see the top of this file). ten is the tenure's
-// token, for the note; el and store are the election's.
-func (s *single) guardHealth(ctx context.Context, token int64, c child, env []string, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
+// and then acts on it (see the top of this file). token is the tenure's,
+// for the note; el and store are the election's.
+func (s *single) guardHealth(ctx context.Context, token int64, env []string, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
 	h := s.cfg.Health
 	ck := &checker{cfg: h,
 		run: func(ctx context.Context) checkResult { return runCheck(ctx, h.Cmd, env, h.Timeout, log) },
@@ -231,12 +231,13 @@ func (s *single) guardHealth(ctx context.Context, token int64, c child, env []st
 	if !unhealthy {
 		return healthy
 	}
-	return s.unhealthy(ctx, token, res, c, el, store, log)
+	return s.unhealthy(ctx, token, res, el, store, log)
 }
 
 // unhealthy hands the name over to the best live, eligible candidate, or,
-// with none, stops the command c so that it is restarted.
-func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, c child, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
+// with none, returns restarting: serve then stops the command c, and the
+// loop restarts it.
+func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
 	h := s.cfg.Health
 	shown := res.shownOutput()
 	note := boundNote(fmt.Sprintf("token %d: command unhealthy after %d failed checks (%s): %s", token, h.Retries, res.why, shown))
@@ -285,7 +286,6 @@ func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, c 
 	log.Warn("command unhealthy; every other replica is unavailable or ineligible, so this one keeps the name and restarts its command",
 		"failed_checks", h.Retries, "check", res.why, "output", shown)
 	s.report.obs.HealthRestart()
-	c.Stop()
 	return restarting
 }
 
@@ -318,6 +318,10 @@ type tenureHealth struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan healthVerdict // nil until start
+	// restart is closed when the command is unhealthy and no other
+	// replica can take the name over: serve stops it (nil without a
+	// check, which never closes).
+	restart chan struct{}
 }
 
 // tenureInfo is what the health check needs of a tenure.
@@ -332,20 +336,25 @@ func (s *single) healthGuard(ten tenureInfo, env []string, log *slog.Logger) *te
 	h := &tenureHealth{s: s, ten: ten, env: env, log: log}
 	if s.cfg.Health.Cmd != "" {
 		h.ctx, h.cancel = context.WithCancel(ten.Context())
+		h.restart = make(chan struct{})
 	}
 	return h
 }
 
-// start runs the check of the command c, which has just started, on a
+// start runs the check of the command, which has just started, on a
 // goroutine of its own that ends with end.
-func (h *tenureHealth) start(c child) {
+func (h *tenureHealth) start() {
 	if h.ctx == nil {
 		return
 	}
 	h.done = make(chan healthVerdict, 1)
 	el := h.s.elector
 	go func() {
-		h.done <- h.s.guardHealth(h.ctx, h.ten.Token(), c, h.env, el, el.Store, h.log)
+		v := h.s.guardHealth(h.ctx, h.ten.Token(), h.env, el, el.Store, h.log)
+		if v == restarting {
+			close(h.restart)
+		}
+		h.done <- v
 	}()
 }
 

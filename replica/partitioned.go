@@ -129,7 +129,7 @@ func (pr *partitioned) servePartition(p int, t *elect.Tenure) {
 			pr.running[p] = c
 			go pr.annotate(t, c, nil, log)
 		}
-	}, nil)
+	}, nil, nil)
 	pr.report.partitionEnded(p, t, end.status, end.exited)
 	if !end.exited {
 		pr.release(t, log, end.why, false)

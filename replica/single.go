@@ -97,15 +97,13 @@ func (s *single) loop() error {
 			s.child = c
 			if c != nil {
 				go s.annotate(ten, c, sig, log)
-				health.start(c)
+				health.start()
 				if s.cfg.Hooks != nil {
 					s.cfg.Hooks.Started()
 				}
 			}
-		}, s.stopping)
-		if health.end() == restarting && end.exited {
-			end.why, end.unhealthy = "command unhealthy; restarting it", true
-		}
+		}, s.stopping, health.restart)
+		health.end()
 		if s.cfg.Hooks != nil && end.startErr == nil {
 			s.cfg.Hooks.Ended()
 		}

@@ -141,7 +141,9 @@ const quickExit = time.Second
 // stopping tells serve to stop the command at once (nil: the tenure's end
 // says when, as a partition's hand-off on leaving); then, and when the
 // tenure ends after a stop signal, the command gets that signal.
-func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publish func(child), stopping <-chan struct{}) (end tenureEnd) {
+// restart, when it closes, stops the command as unhealthy (see
+// health.go): the tenure ends as if it had failed.
+func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publish func(child), stopping, restart <-chan struct{}) (end tenureEnd) {
 	// From fork to publication, a signal to relay waits (see starting).
 	r.starting.RLock()
 	child, err := r.start(supervise.Spec{
@@ -212,6 +214,9 @@ func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publi
 	case <-stopping:
 		end.stopped, end.why = true, r.stopReason()
 		end.status = child.StopWith(r.signal())
+	case <-restart:
+		end.exited, end.unhealthy, end.why = true, true, "command unhealthy; restarting it"
+		end.status = child.Stop()
 	}
 	log.Info("command stopped", "status", end.status.String())
 	return end
