@@ -56,6 +56,17 @@ func (r checkResult) shownOutput() string {
 	return s
 }
 
+// outputAttrs are r's output for a log line: the handler escapes it (text
+// quotes what is not printable, JSON escapes it), and the bytes beyond
+// those kept are counted.
+func (r checkResult) outputAttrs() []any {
+	attrs := []any{"output", strings.TrimRight(r.output, "\n")}
+	if r.more > 0 {
+		attrs = append(attrs, "output_bytes_left_out", r.more)
+	}
+	return attrs
+}
+
 // checker runs the checks of one command's life and says when the command
 // became unhealthy.
 type checker struct {
@@ -133,6 +144,10 @@ func runCheck(ctx context.Context, cmd string, env []string, timeout time.Durati
 		Stdin: null, Stdout: pw, Stderr: pw,
 		StopSignal: syscall.SIGKILL, KillGrace: time.Second,
 		Logger: slog.New(warnOnly{log.Handler()}),
+		// Not a proof: what dead leaderrun processes left in their
+		// cgroups is the next command's start to reclaim, not every
+		// check's (it reads the cgroup tree).
+		Proved: true,
 	})
 	pw.Close()
 	if err != nil {
@@ -223,7 +238,7 @@ func (s *single) guardHealth(ctx context.Context, token int64, env []string, el 
 		observe: func(r checkResult) {
 			s.report.obs.HealthCheck(r.ok)
 			if !r.ok {
-				log.Info("health check failed", "check", r.why, "output", r.shownOutput())
+				log.Info("health check failed", append([]any{"check", r.why}, r.outputAttrs()...)...)
 			}
 		},
 	}
@@ -239,8 +254,7 @@ func (s *single) guardHealth(ctx context.Context, token int64, env []string, el 
 // loop restarts it.
 func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
 	h := s.cfg.Health
-	shown := res.shownOutput()
-	note := boundNote(fmt.Sprintf("token %d: command unhealthy after %d failed checks (%s): %s", token, h.Retries, res.why, shown))
+	note := boundNote(fmt.Sprintf("token %d: command unhealthy after %d failed checks (%s): %s", token, h.Retries, res.why, res.shownOutput()))
 	call := func(f func(context.Context) error) error {
 		cctx, cancel := context.WithTimeout(ctx, healthCallTimeout)
 		defer cancel()
@@ -259,8 +273,8 @@ func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, el
 		log.Warn("cannot read the other candidates; keeping the name", "err", err)
 	case found:
 		window := s.cfg.LeaseDuration
-		log.Warn("command unhealthy; handing the name over", "successor", succ.Holder, "successor_priority", succ.Priority,
-			"failed_checks", h.Retries, "check", res.why, "output", shown, "ineligible_for", h.Cooldown)
+		log.Warn("command unhealthy; handing the name over", append([]any{"successor", succ.Holder, "successor_priority", succ.Priority,
+			"failed_checks", h.Retries, "check", res.why, "ineligible_for", h.Cooldown}, res.outputAttrs()...)...)
 		err := call(func(ctx context.Context) error {
 			_, err := store.RequestStepDown(ctx, s.cfg.Name, succ.Holder, window)
 			return err
@@ -284,7 +298,7 @@ func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, el
 		return healthy
 	}
 	log.Warn("command unhealthy; every other replica is unavailable or ineligible, so this one keeps the name and restarts its command",
-		"failed_checks", h.Retries, "check", res.why, "output", shown)
+		append([]any{"failed_checks", h.Retries, "check", res.why}, res.outputAttrs()...)...)
 	s.report.obs.HealthRestart()
 	return restarting
 }
