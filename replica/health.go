@@ -122,12 +122,20 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// checkShell runs the check's command line, as Docker's CMD-SHELL does.
+const checkShell = "/bin/sh"
+
 // runCheck runs cmd with /bin/sh -c and env in a process group (and,
 // where it can, a cgroup) of its own, through package supervise, which
 // owns every child of this process. A check that outlives timeout fails,
 // and its whole tree is killed. A check that cannot be started fails,
 // saying why.
 func runCheck(ctx context.Context, cmd string, env []string, timeout time.Duration, log *slog.Logger) checkResult {
+	return runShell(ctx, checkShell, cmd, env, timeout, log)
+}
+
+// runShell is runCheck with shell in place of /bin/sh.
+func runShell(ctx context.Context, shell, cmd string, env []string, timeout time.Duration, log *slog.Logger) checkResult {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return checkResult{why: "could not start: " + err.Error()}
@@ -140,7 +148,7 @@ func runCheck(ctx context.Context, cmd string, env []string, timeout time.Durati
 	}
 	defer null.Close()
 	c, err := supervise.Start(supervise.Spec{
-		Path: "/bin/sh", Args: []string{"/bin/sh", "-c", cmd}, Env: env,
+		Path: shell, Args: []string{shell, "-c", cmd}, Env: env,
 		Stdin: null, Stdout: pw, Stderr: pw,
 		StopSignal: syscall.SIGKILL, KillGrace: time.Second,
 		Logger: slog.New(warnOnly{log.Handler()}),
@@ -234,7 +242,7 @@ const (
 func (s *single) guardHealth(ctx context.Context, token int64, env []string, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
 	h := s.cfg.Health
 	ck := &checker{cfg: h,
-		run: func(ctx context.Context) checkResult { return runCheck(ctx, h.Cmd, env, h.Timeout, log) },
+		run: func(ctx context.Context) checkResult { return s.check(ctx, h.Cmd, env, h.Timeout, log) },
 		observe: func(r checkResult) {
 			s.report.obs.HealthCheck(r.ok)
 			if !r.ok {

@@ -20,10 +20,12 @@ type single struct {
 	// saidNoEndSignal: that a tenure could make no end signal was said
 	// at warning level once (endSignal).
 	saidNoEndSignal atomic.Bool
+	// check runs one health check (runCheck, or a fake).
+	check func(ctx context.Context, cmd string, env []string, timeout time.Duration, log *slog.Logger) checkResult
 }
 
 func newSingle(r *Replica) *single {
-	s := &single{Replica: r}
+	s := &single{Replica: r, check: runCheck}
 	r.mode = s
 	r.children = func() []child {
 		r.mu.Lock()
