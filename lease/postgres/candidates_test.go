@@ -173,3 +173,31 @@ func TestForgetRefusesATokenAhead(t *testing.T) {
 		t.Errorf("candidates after a refused Forget: %+v, %v; want b among them", got, err)
 	}
 }
+
+// TestForgetRefusesAHeldName: a held name is not forgotten even when its
+// token is behind the clock, which leaves the held check alone to refuse;
+// once the lease expires untaken, by the database's clock, it is.
+func TestForgetRefusesAHeldName(t *testing.T) {
+	dsn, schema := newSchema(t)
+	s := openStore(t, dsn)
+	ctx := testCtx(t)
+	const ttl = 300 * time.Millisecond
+	if _, err := s.Acquire(ctx, "n", "a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, adminConn(t), "UPDATE "+pgx.Identifier{schema, tableName}.Sanitize()+" SET token = 1, expires_at = now() + interval '1 hour' WHERE name = 'n'")
+	var held *lease.HeldError
+	if err := s.Forget(ctx, "n"); !errors.As(err, &held) || held.Record.Holder != "a" || held.Record.Token != 1 {
+		t.Fatalf("Forget of a held name: %v, want a *lease.HeldError naming a", err)
+	}
+	if got, err := s.Get(ctx, "n"); err != nil || !got.Held() {
+		t.Fatalf("after a refused Forget: %+v, %v; want a still holding it", got, err)
+	}
+	exec(t, adminConn(t), "UPDATE "+pgx.Identifier{schema, tableName}.Sanitize()+" SET expires_at = now() - interval '1 second' WHERE name = 'n'")
+	if err := s.Forget(ctx, "n"); err != nil {
+		t.Fatalf("Forget of a name expired untaken: %v", err)
+	}
+	if _, err := s.Get(ctx, "n"); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("Get after Forget: %v, want ErrNotFound", err)
+	}
+}
