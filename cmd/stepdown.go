@@ -114,8 +114,15 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 		cancel()
 		return err
 	}
-	if to == "" && !c.Bool("force") && key == name {
-		if err := refuseWithoutSuccessor(ctx, store, name); err != nil {
+	if to == "" && key == name {
+		err := refuseWithoutSuccessor(ctx, store, name)
+		switch {
+		case err != nil && c.Bool("force") && !errors.Is(err, errStepDownRefused):
+			// --force steps down whatever the candidates are.
+		case err != nil && c.Bool("force"):
+			fmt.Fprintf(c.App.ErrWriter, "%s: --force: no other replica is campaigning for it; its command stops and nobody leads it for %s, after which its leader may take it back\n",
+				name, window)
+		case err != nil:
 			cancel()
 			return err
 		}
