@@ -55,9 +55,16 @@ func TestFreeNameGoesToTheHigherPriority(t *testing.T) {
 			if loFirst {
 				hi, lo = secondC, firstC
 			}
-			ten := <-hi
+			var ten *elect.Tenure
+			select {
+			case ten = <-hi:
+			case ten = <-lo:
+				ten.Release(context.Background())
+				t.Fatal("lo led while hi campaigned")
+			case <-time.After(time.Minute):
+			}
 			if ten == nil {
-				t.Fatal("hi never led")
+				t.Fatal("hi did not lead within a minute")
 			}
 			defer ten.Release(context.Background())
 			time.Sleep(time.Minute)

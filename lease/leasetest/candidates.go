@@ -73,16 +73,6 @@ func (m *Memory) Forget(ctx context.Context, name string) error {
 	return nil
 }
 
-// campaigner returns s as a lease.Campaigner, failing t if it is not one.
-func campaigner(t *testing.T, s lease.Store) lease.Campaigner {
-	t.Helper()
-	c, ok := s.(lease.Campaigner)
-	if !ok {
-		t.Fatalf("%T is not a lease.Campaigner", s)
-	}
-	return c
-}
-
 // standings reads name's candidates, failing t on an error.
 func standings(ctx context.Context, t *testing.T, c lease.Campaigner, name string) map[string]lease.Standing {
 	t.Helper()
@@ -106,8 +96,8 @@ func standings(ctx context.Context, t *testing.T, c lease.Campaigner, name strin
 // leaderrun that does not know Campaign leaves) reads as the zero
 // Candidacy; a candidate of another name does not show.
 func testCandidacy(t *testing.T, h Harness) {
-	s := h.Open(t)
-	c := campaigner(t, s)
+	s := open(t, h)
+	c := s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second
@@ -168,8 +158,8 @@ func testCandidacy(t *testing.T, h Harness) {
 // testWithdraw: a withdrawn candidate is no longer listed and cannot be
 // named successor; withdrawing one that is no candidate does nothing.
 func testWithdraw(t *testing.T, h Harness) {
-	s := h.Open(t)
-	c := campaigner(t, s)
+	s := open(t, h)
+	c := s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second
@@ -210,8 +200,8 @@ func testWithdraw(t *testing.T, h Harness) {
 // and the next grant's token exceeds the forgotten one; a name with no
 // record is ErrNotFound. (The model-based tests check ErrTokenAhead.)
 func testForget(t *testing.T, h Harness) {
-	s := h.Open(t)
-	c := campaigner(t, s)
+	s := open(t, h)
+	c := s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second
