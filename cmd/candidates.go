@@ -39,18 +39,13 @@ type recordWithCandidates struct {
 	Candidates []candidateView `json:"candidates"`
 }
 
-// candidatesOf reads name's live candidates; ok is false when the store
-// keeps none (it is no lease.Campaigner).
-func candidatesOf(ctx context.Context, store lease.Store, name string) (list []lease.Standing, ok bool, err error) {
-	cs, ok := store.(lease.Campaigner)
-	if !ok {
-		return nil, false, nil
-	}
-	list, err = cs.Candidates(ctx, name)
+// candidatesOf reads name's live candidates.
+func candidatesOf(ctx context.Context, store lease.Store, name string) ([]lease.Standing, error) {
+	list, err := store.Candidates(ctx, name)
 	if err != nil {
-		return nil, true, fmt.Errorf("read the candidates of %q: %w", name, err)
+		return nil, fmt.Errorf("read the candidates of %q: %w", name, err)
 	}
-	return list, true, nil
+	return list, nil
 }
 
 func viewCandidates(list []lease.Standing, now time.Time) []candidateView {
@@ -114,8 +109,7 @@ type candidateWatch struct {
 // read reads the candidates, keeping the last list on a failure: they
 // only add to the events of the record.
 func (cw *candidateWatch) read(ctx context.Context, store lease.Store, name string) {
-	list, ok, err := candidatesOf(ctx, store, name)
-	if ok && err == nil {
+	if list, err := candidatesOf(ctx, store, name); err == nil {
 		cw.list = list
 	}
 }
@@ -157,24 +151,20 @@ func (cw *candidateWatch) emitIneligible(e *eventWriter, name string) {
 	}
 }
 
-// encodeWithCandidates writes rec, with its candidates when the store
-// keeps them, as status --json shows one name.
+// encodeWithCandidates writes rec with its candidates, as status --json
+// shows one name.
 func encodeWithCandidates(ctx context.Context, enc *json.Encoder, store lease.Store, rec lease.Record) error {
-	list, ok, err := candidatesOf(ctx, store, rec.Name)
+	list, err := candidatesOf(ctx, store, rec.Name)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return enc.Encode(observe.ViewRecord(rec))
 	}
 	return enc.Encode(recordWithCandidates{RecordView: observe.ViewRecord(rec), Candidates: viewCandidates(list, time.Now())})
 }
 
-// printNameCandidates prints name's candidates under its status line,
-// when the store keeps them.
+// printNameCandidates prints name's candidates under its status line.
 func printNameCandidates(ctx context.Context, w io.Writer, store lease.Store, name string) error {
-	list, ok, err := candidatesOf(ctx, store, name)
-	if err != nil || !ok {
+	list, err := candidatesOf(ctx, store, name)
+	if err != nil {
 		return err
 	}
 	return printCandidates(w, list)
