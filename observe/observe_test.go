@@ -784,3 +784,21 @@ func TestSinceLastRenewCountsWhileStoreDown(t *testing.T) {
 		t.Errorf("released: sinceLastRenew = %v, want %v", got, want)
 	}
 }
+
+func TestHealthMetrics(t *testing.T) {
+	o, _ := newTest(t)
+	srv := httptest.NewServer(o.Handler())
+	defer srv.Close()
+	o.HealthCheck(true)
+	o.HealthCheck(false)
+	o.HealthCheck(false)
+	o.HealthHandover()
+	o.HealthRestart()
+	o.HealthRestart()
+	scrape(t, srv, `
+leaderrun_health_checks_total{name="jobs"} 3
+leaderrun_health_check_failures_total{name="jobs"} 2
+leaderrun_health_handovers_total{name="jobs"} 1
+leaderrun_health_restarts_total{name="jobs"} 2
+`)
+}
