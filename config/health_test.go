@@ -7,7 +7,9 @@ import (
 )
 
 func TestValidateHealthAndPriority(t *testing.T) {
-	valid := func() Config { return Config{Name: "relay", Command: []string{"./relay"}, PreemptDelay: DefaultPreemptDelay} }
+	valid := func() Config {
+		return Config{Name: "relay", Command: []string{"./relay"}, PreemptDelay: DefaultPreemptDelay}
+	}
 	tests := []struct {
 		name   string
 		mutate func(*Config)
