@@ -235,7 +235,7 @@ const (
 	restarting                      // no eligible successor: the command is to stop, and start again
 )
 
-// guardHealth runs the health check of the tenure's command c until ctx
+// guardHealth runs the health check of the tenure's command until ctx
 // ends (the command ended, or the tenure did) or the command is unhealthy,
 // and then acts on it (see the top of this file). token is the tenure's,
 // for the note; el and store are the election's.
@@ -258,7 +258,7 @@ func (s *single) guardHealth(ctx context.Context, token int64, env []string, el 
 }
 
 // unhealthy hands the name over to the best live, eligible candidate, or,
-// with none, returns restarting: serve then stops the command c, and the
+// with none, returns restarting: serve then stops the command, and the
 // loop restarts it.
 func (s *single) unhealthy(ctx context.Context, token int64, res checkResult, el candidacy, store lease.Store, log *slog.Logger) healthVerdict {
 	h := s.cfg.Health
