@@ -143,6 +143,17 @@ func (r *replica) exited() bool {
 	}
 }
 
+// healthFlapArgs gives a replica a health check that fails at random, a
+// fraction flap of the time: a byte of /dev/urandom below flap × 256.
+func healthFlapArgs(flap float64) []string {
+	below := int(flap * 256)
+	return []string{
+		"--health-cmd", fmt.Sprintf("test $(od -An -N1 -tu1 /dev/urandom) -ge %d", below),
+		"--health-interval", "300ms", "--health-timeout", "300ms", "--health-retries", "2",
+		"--health-cooldown", "2s",
+	}
+}
+
 // startReplica starts a new generation of replica idx.
 func (c *cluster) startReplica(idx int) *replica {
 	c.t.Helper()
@@ -158,6 +169,8 @@ func (c *cluster) startReplica(idx int) *replica {
 	if c.partitions > 0 {
 		args = append(args, "--partitions", strconv.Itoa(c.partitions),
 			"--reconcile-interval", c.timing.reconcile.String())
+	} else if *flagFlap > 0 {
+		args = append(args, healthFlapArgs(*flagFlap)...)
 	}
 	args = append(args, "--", c.self)
 	cmd := exec.Command(c.bin, args...)

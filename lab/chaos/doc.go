@@ -38,6 +38,12 @@
 // armed to ignore SIGTERM or to start a grandchild escaping their process
 // group with setsid (partitioned: a random subset of them).
 //
+// Beside the faults, the replicas of the one-name runs carry a health
+// check that fails at random (-chaos.health-flap, a fifth of the checks by
+// default, every 300 ms, 2 retries): an unhealthy leader hands the name
+// over, or restarts its command when no eligible standby is left, and the
+// same checks hold through it.
+//
 // Short mode (CI, about a minute for the package; every store, one name and
 // partitioned, at once):
 //

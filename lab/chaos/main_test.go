@@ -35,6 +35,7 @@ var (
 	flagGrace    = flag.Duration("chaos.kill-grace", time.Second, "--kill-grace of the replicas")
 	flagNS       = flag.Bool("chaos.pid-namespace", false, "run the replicas in leaderrun's default mode (the child in a PID namespace of its own) instead of with --pid-namespace=false; an escaped grandchild surviving a SIGKILL of leaderrun is then a violation, not known defect D1")
 	flagInject   = flag.Float64("chaos.min-injected", 0.8, "fraction of the faults that must be injected; fewer fails the run")
+	flagFlap     = flag.Float64("chaos.health-flap", 0.2, "one name: the fraction of the replicas' health checks (--health-cmd, every 300ms, 2 retries, 2s cooldown) that fail at random, moving the name or restarting the command beside the faults; 0: no health check")
 )
 
 // longRounds is the rounds per store of LEADERRUN_CHAOS=long.
