@@ -190,7 +190,6 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				e.logHeld(log, held.Record)
 			}
 			leader = held.Record
-			e.publish(ctx)
 			e.preempt(ctx, held.Record, log)
 			switch in := e.preemptIn(held.Record); {
 			case in > 0:

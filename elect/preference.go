@@ -63,11 +63,15 @@ func (e *Elector) current(now time.Duration) lease.Candidacy {
 	return c
 }
 
-// publish writes this replica's candidacy to the store: always the first time (it replaces whatever an earlier run of this
-// identity said), then, when the candidacy says more than
-// the zero Candidacy (which a refused Acquire records by itself), once per
-// LeaseDuration, so that it stays live (seen for 2 × LeaseDuration). A
-// failure is logged at debug level; the next call tries again.
+// publish writes this replica's candidacy to the store: the first time
+// it is called (which replaces whatever an earlier run of this identity
+// said), then, when the candidacy says more than the zero Candidacy, once
+// per LeaseDuration. Campaign calls it once; a follower's refused Acquires
+// then keep its candidacy live with what it said (lease.SeeAgain), so only
+// a holder, which makes none, calls it again, after each renewal, to keep
+// its priority known to a replica that may preempt it. A failure is
+// logged at debug level; the next call tries again.
+
 func (e *Elector) publish(ctx context.Context) {
 	now := e.clock()()
 	c := e.current(now)

@@ -124,6 +124,7 @@ func (b *bench) runHealth(st *store, dsn string, runs int, res *rightResult) {
 		"--health-retries", strconv.Itoa(rightRetries), "--health-cooldown", rightCooldown.String())
 	var reps []*proc
 	defer func() { stopAll(reps) }()
+	var cur mark
 	for i := range 3 {
 		p, err := c.spawn(name, dir, i)
 		if err != nil {
@@ -131,20 +132,20 @@ func (b *bench) runHealth(st *store, dsn string, runs int, res *rightResult) {
 			return
 		}
 		reps = append(reps, p)
-		if i == 0 {
+		if i > 0 {
+			if err := c.standby(name, p, i+1, 30*time.Second); err != nil {
+				res.note("standby: %v", err)
+				return
+			}
 			continue
 		}
-		if err := c.standby(name, p, i+1, 30*time.Second); err != nil {
-			res.note("standby: %v", err)
+		var ok bool
+		if cur, ok = w.nextStart(30 * time.Second); !ok {
+			res.note("the first replica's child did not start within 30s")
 			return
 		}
+		b.procs.noteChild(hostPid(cur))
 	}
-	cur, ok := w.nextStart(30 * time.Second)
-	if !ok {
-		res.note("the first replica's child did not start within 30s")
-		return
-	}
-	b.procs.noteChild(hostPid(cur))
 	for run := 0; run < runs && !b.stopping(); run++ {
 		// Past the last hand-over's cooldown, so that every other replica
 		// is eligible again, at a random phase of the check's interval.
@@ -311,8 +312,8 @@ func (r *report) rightSection(w *mdw) {
 	w.p("")
 	if len(r.RightLoad) > 0 {
 		w.p("Store load at rest, counted at the server as in the serverload section, for the same group with priorities 0, 1")
-		w.p("and 2, a passing health check on each, and `--preempt` on the last (which precedes nobody's leader: priority 2")
-		w.p("joins after the leader at 0, but its delay is an hour). Target: at most %.0f %% over the group without them.", (targetRightLoad-1)*100)
+		w.p("and 2 (the leader at 0), a passing health check on each, and `--preempt` on the last with a delay of an hour, longer")
+		w.p("than the window. Target: at most %.0f %% over the group without them.", (targetRightLoad-1)*100)
 		w.p("")
 		w.p("| store | without, per s | with, per s | ratio | target |")
 		w.p("|---|---|---|---|---|")
