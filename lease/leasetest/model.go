@@ -183,7 +183,8 @@ func RunModel(t *testing.T, h ModelHarness) {
 				if int(i) >= len(seeds) {
 					return
 				}
-				seq := r.generate(seeds[i], s.Plant != nil)
+				_, campaigns := s.Store.(lease.Campaigner)
+				seq := r.generate(seeds[i], s.Plant != nil, campaigns)
 				ops.Add(int64(len(seq)))
 				if f := r.run(s, seq); f != nil {
 					if failed.CompareAndSwap(false, true) {
