@@ -50,8 +50,9 @@ LEADERRUN_PARTITION (0 to N-1) and LEADERRUN_PARTITIONS too, and the
 partition's own LEADERRUN_TOKEN. A partition moves in order: its command
 is stopped, then the partition is released, then another replica starts it.
 
---name, --store and --store-file also work before status, watch and
-step-down; the other options mean nothing there and are refused.
+--name, --store and --store-file also work before status, watch,
+step-down and forget; the other options mean nothing there and are
+refused.
 
 Examples:
    leaderrun --name relay -- ./relay --port 7000
@@ -115,6 +116,7 @@ func newApp(sigs <-chan os.Signal, command []string, stdout, stderr io.Writer) *
 			statusCommand(),
 			watchCommand(sigs),
 			stepDownCommand(sigs),
+			forgetCommand(),
 			versionCommand(),
 		),
 	}

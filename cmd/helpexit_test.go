@@ -29,7 +29,7 @@ func TestOperatorCommandsExitAsTheirHelpSays(t *testing.T) {
 	unreachable := u.String()
 
 	commands := newApp(nil, nil, io.Discard, io.Discard).Commands
-	for _, name := range []string{"status", "watch", "step-down"} {
+	for _, name := range []string{"status", "watch", "step-down", "forget"} {
 		t.Run(name, func(t *testing.T) {
 			var help string
 			for _, c := range commands {

@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// The operator commands (status, watch, step-down) take --name, --store and
+// The operator commands (status, watch, step-down, forget) take --name, --store and
 // --store-file after their name, before it (where they are leaderrun's own
 // options), or from their LEADERRUN_ environment variables.
 

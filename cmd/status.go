@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -64,14 +65,19 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
 		Usage:     "show holder, token and expiry of one name or every name",
-		UsageText: "leaderrun status [--json] [--store DSN] [NAME]",
+		UsageText: "leaderrun status [--json] [--hide-idle-for DURATION] [--store DSN] [NAME]",
 		Description: `Without --name, lists every name in the store (a partition of NAME as
 "NAME #P", which status also takes as NAME). State is held, released or
 expired. For a name run with --partitions, shows the number of partitions,
 the live members (how many partitions each holds) and every partition's
-holder, token and expiry. The store keeps every name it has seen; to forget
-one, delete its row or key in the store (see the store's section of the
-README).
+holder, token and expiry. The store keeps every name it has seen until
+"leaderrun forget NAME" deletes it.
+
+--hide-idle-for DURATION leaves out of the list the names nobody has held
+for at least DURATION: released or expired, their last lease's expiry
+(the last renewal plus the TTL; a released name was released before then)
+at least DURATION ago by the store's clock. A store that does not keep the
+expiry of a name nobody holds (etcd) hides none.
 
 Exit status: 0 shown; 1 the store could not be reached; 4 NAME is a lease
 the store has never seen (or, without NAME, there is no store there); 125
@@ -80,6 +86,7 @@ privilege, a DSN it cannot use).`,
 		Flags: append(storeFlags(),
 			&cli.StringFlag{Name: "name", EnvVars: env("name"), Usage: "show only this name (or give it as the argument)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an object for --name, else an array"},
+			&cli.DurationFlag{Name: "hide-idle-for", DefaultText: "0s, show every name", Usage: "list no name whose last lease expired at least this long ago (released or expired)"},
 		),
 		Action: runStatus,
 	}
@@ -99,6 +106,13 @@ func runStatus(c *cli.Context) error {
 		if err := config.ValidateName(group); err != nil {
 			return err
 		}
+	}
+	idle := c.Duration("hide-idle-for")
+	switch {
+	case idle < 0:
+		return usagef("--hide-idle-for %v: must be 0 (show every name) or positive", idle)
+	case c.IsSet("hide-idle-for") && name != "":
+		return usagef("--hide-idle-for filters the list of every name: leave out NAME, or --hide-idle-for")
 	}
 	store, err := openStore(c)
 	if err != nil {
@@ -128,6 +142,13 @@ func runStatus(c *cli.Context) error {
 	} else if recs, err = store.List(ctx); err != nil {
 		return fmt.Errorf("list leases: %w", err)
 	}
+	all := len(recs)
+	if idle > 0 {
+		recs = slices.DeleteFunc(recs, func(r lease.Record) bool { return idleFor(r) >= idle })
+		if hidden := all - len(recs); hidden > 0 {
+			fmt.Fprintf(c.App.ErrWriter, "leaderrun: %d of %d names not shown: nobody has held them for %v or longer\n", hidden, all, idle)
+		}
+	}
 
 	w := c.App.Writer
 	if c.Bool("json") {
@@ -142,10 +163,21 @@ func runStatus(c *cli.Context) error {
 		}
 		return enc.Encode(out)
 	}
-	if len(recs) == 0 {
+	if all == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "leaderrun: no leases in %s yet: a name appears once a replica campaigns for it\n", store.Describe())
 	}
 	return printTable(w, recs)
+}
+
+// idleFor is how long nobody has held r's name, at least: the time since
+// its last lease expired, by the store's clock (a released lease was
+// released before its expiry); zero while it is held, or when the store
+// does not say (etcd's Remaining for a name nobody holds).
+func idleFor(r lease.Record) time.Duration {
+	if r.Held() {
+		return 0
+	}
+	return max(-r.Remaining, 0)
 }
 
 // printGroup prints a partitioned name: its members, then its partitions.

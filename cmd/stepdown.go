@@ -40,9 +40,19 @@ over while that command stops, and starts its own once the old one's whole
 tree is gone. For
 --window after the request, only --to IDENTITY may take the name or, without
 --to, anyone but the leader that stepped down; after the window anyone may.
-IDENTITY must be a replica campaigning for the name (its --identity), seen
-by the store within twice its --ttl. With --wait, returns once another
-replica holds the name under a new token and prints it.
+IDENTITY must be a replica campaigning for the name (its --identity). With
+--wait, returns once another replica holds the name under a new token and
+prints it.
+
+A replica campaigns for the name, for --to and for the refusal below, when
+it tried to take the name within twice its --ttl and has not stopped
+cleanly since: a replica stopped by SIGTERM or SIGINT, or one that ended
+(--once, --acquire-timeout), withdraws from the store at once; one that
+crashed (SIGKILL, a power cut) counts until twice its --ttl has passed. Without
+--to, a step-down is refused when no other replica campaigns, and the
+leader's command runs on; --force steps down all the same: the command
+stops, nobody takes over, and the old leader takes the name back after
+--window.
 
 For a name run with --partitions, --partition P moves partition P the same
 way: its owner stops P's command and releases it, and --to (a live member of
@@ -99,13 +109,20 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	defer store.Close()
 
 	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-	key, err := stepDownKey(ctx, c, store, name)
+	key, err := partitionKeyOf(ctx, c, store, name, "move")
 	if err != nil {
 		cancel()
 		return err
 	}
-	if to == "" && !c.Bool("force") && key == name {
-		if err := refuseWithoutSuccessor(ctx, store, name); err != nil {
+	if to == "" && key == name {
+		err := refuseWithoutSuccessor(ctx, store, name)
+		switch {
+		case err != nil && c.Bool("force") && !errors.Is(err, errStepDownRefused):
+			// --force steps down whatever the candidates are.
+		case err != nil && c.Bool("force"):
+			fmt.Fprintf(c.App.ErrWriter, "%s: --force: no other replica is campaigning for it; its command stops and nobody leads it for %s, after which its leader may take it back\n",
+				name, window)
+		case err != nil:
 			cancel()
 			return err
 		}
@@ -146,10 +163,11 @@ func runStepDown(c *cli.Context, sigs <-chan os.Signal) error {
 	return nil
 }
 
-// stepDownKey is the lease a step-down of name moves: name itself, or with
-// --partition, that partition of name, which must have been run with
-// --partitions.
-func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name string) (string, error) {
+// partitionKeyOf is the lease an operator command about name acts on
+// (verb says what it does to a partition: "move", "forget"): name itself,
+// or with --partition, that partition of name, which must have been run
+// with --partitions.
+func partitionKeyOf(ctx context.Context, c *cli.Context, store lease.Store, name, verb string) (string, error) {
 	g, err := store.GetGroup(ctx, name)
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
@@ -164,7 +182,7 @@ func stepDownKey(ctx context.Context, c *cli.Context, store lease.Store, name st
 	case err != nil:
 		return "", fmt.Errorf("read the partitions of %q: %w", name, err)
 	case !c.IsSet("partition"):
-		return "", usagef("%q runs with --partitions %d: give the partition to move with --partition P", name, g.Partitions)
+		return "", usagef("%q runs with --partitions %d: give the partition to %s with --partition P", name, g.Partitions, verb)
 	case c.Int("partition") >= g.Partitions:
 		return "", usagef("--partition %d: %q has %d partitions, 0 to %d", c.Int("partition"), name, g.Partitions, g.Partitions-1)
 	}

@@ -63,6 +63,15 @@ type Elector struct {
 	// holder's name is free when its lease expires.
 	Prover Prover
 
+	// Candidacy is what this replica says of itself to the others
+	// (priority, preemption; see Preference in preference.go): its
+	// ineligibility is SetIneligible's. The zero value: priority 0,
+	// eligible, no preemption.
+	Candidacy lease.Candidacy
+	// PreemptDelay is how long a replica with Candidacy.Preempt campaigns
+	// before it asks a holder it precedes to step down for it.
+	PreemptDelay time.Duration
+
 	// Observe, when set, is called after every acquire, seize, renew and
 	// release with the operation's name ("acquire", "seize", "renew",
 	// "release"), how long
@@ -80,6 +89,8 @@ type Elector struct {
 	unsure bool
 	// granted is the token of the last tenure this Elector started.
 	granted int64
+	// cand is this replica's published candidacy (preference.go).
+	cand candidacy
 	// saidOtherNamespace records that Campaign said, at info level, that
 	// a leader in another PID namespace cannot be watched: once is news,
 	// every tenure after it is not. Set by watches' goroutines.
@@ -134,6 +145,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	var leader lease.Record // last tenure seen, to say each change once (sameStandby)
 	var watch *holderWatch  // the Prover's watch of the tenure that holds the name
 	defer func() { watch.stop() }()
+	e.publish(ctx)
 	for {
 		sent := e.clock()()
 		actx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
@@ -142,7 +154,11 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		e.observe("acquire", e.clock()()-sent, err)
 		if err == nil {
 			e.answered = true
-			return e.newTenure(rec, sent, false), nil
+			ten := e.newTenure(rec, sent, false)
+			if e.deferGrant(ctx, ten, log) {
+				continue
+			}
+			return ten, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -174,6 +190,14 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				e.logHeld(log, held.Record)
 			}
 			leader = held.Record
+			e.publish(ctx)
+			e.preempt(ctx, held.Record, log)
+			switch in := e.preemptIn(held.Record); {
+			case in > 0:
+				sleep = min(sleep, in)
+			case in == 0: // the candidates could not be read: try again
+				sleep = min(sleep, e.RetryPeriod)
+			}
 			watch = e.watchHolder(ctx, watch, held.Record, log)
 			proved, err := e.waitHeld(ctx, held.Record, sleep, watch)
 			if err != nil {
@@ -185,6 +209,8 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 			ten, err := e.seize(ctx, watch, log)
 			e.unsure = e.unsure || unknownOutcome(err)
 			switch {
+			case err == nil && e.deferGrant(ctx, ten, log):
+				watch.spent = true
 			case err == nil:
 				return ten, nil
 			case ctx.Err() != nil:

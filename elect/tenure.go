@@ -327,6 +327,9 @@ func (t *Tenure) renew(ctx context.Context, sent, timeout time.Duration, results
 		err = ctx.Err()
 	}
 	results <- renewal{sent: sent, rec: rec, err: err}
+	if err == nil {
+		t.e.publish(ctx) // a holder's priority stays known to a replica that may preempt it
+	}
 }
 
 // Annotate records where, for a follower on the same host, in the tenure's

@@ -85,6 +85,7 @@ func (pr *partitioned) run() error {
 	go func() { <-pr.stopping; cancel() }()
 	err = pr.owner.Run(ctx)
 	pr.served.Wait()
+	pr.withdrawPartitions(store) // it campaigns no more
 	if errors.Is(err, context.Canceled) && pr.stopped() {
 		pr.log.Info("stopped while joining")
 		return context.Canceled

@@ -49,7 +49,9 @@ func (s *single) run() error {
 	s.useStore(store)
 	s.report.campaigning()
 	s.log.Info("campaigning", "store", store.Describe())
-	return s.loop()
+	err = s.loop()
+	s.withdraw(store, s.cfg.Name) // it campaigns no more
+	return err
 }
 
 // useStore makes the loop campaign in store.

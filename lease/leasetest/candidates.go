@@ -106,7 +106,7 @@ func standings(ctx context.Context, t *testing.T, c lease.Campaigner, name strin
 // leaderrun that does not know Campaign leaves) reads as the zero
 // Candidacy; a candidate of another name does not show.
 func testCandidacy(t *testing.T, h Harness) {
-	s := h.Open(t)
+	s := open(t, h)
 	c := campaigner(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -168,7 +168,7 @@ func testCandidacy(t *testing.T, h Harness) {
 // testWithdraw: a withdrawn candidate is no longer listed and cannot be
 // named successor; withdrawing one that is no candidate does nothing.
 func testWithdraw(t *testing.T, h Harness) {
-	s := h.Open(t)
+	s := open(t, h)
 	c := campaigner(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -210,7 +210,7 @@ func testWithdraw(t *testing.T, h Harness) {
 // and the next grant's token exceeds the forgotten one; a name with no
 // record is ErrNotFound. (The model-based tests check ErrTokenAhead.)
 func testForget(t *testing.T, h Harness) {
-	s := h.Open(t)
+	s := open(t, h)
 	c := campaigner(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

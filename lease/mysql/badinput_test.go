@@ -171,6 +171,15 @@ func TestUserPrivileges(t *testing.T) {
 	if err := s.Leave(ctx, "g", "a"); err != nil {
 		t.Fatalf("Leave: %v", err)
 	}
+	if err := s.Campaign(ctx, "n", "c", lease.Candidacy{Priority: 1, Note: "x"}, time.Minute); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	if list, err := s.Candidates(ctx, "n"); err != nil || len(list) == 0 {
+		t.Fatalf("Candidates: %v, %v", list, err)
+	}
+	if err := s.Withdraw(ctx, "n", "c"); err != nil {
+		t.Fatalf("Withdraw: %v", err)
+	}
 
 	childDB := admin(t, editDSN(t, dsn, child, secret, nil))
 	tx := beginChild(t, childDB)

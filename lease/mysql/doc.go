@@ -69,9 +69,12 @@
 //
 // (EXECUTE lets Open see that a procedure exists; leaderrun_renew and
 // leaderrun_candidate run with the caller's rights.) Creating them takes
-// CREATE, ALTER, CREATE ROUTINE and ALTER ROUTINE on the database. Lease
-// rows are never deleted; member records that expired more than a lease
-// duration ago are, when a member joins.
+// CREATE, ALTER, CREATE ROUTINE and ALTER ROUTINE on the database. A
+// replica never deletes lease rows (a withdrawn candidate's row is
+// emptied, not deleted); member records that expired more than a lease
+// duration ago are, when a member joins. Forget, an operator's deletion of
+// a free name, also takes DELETE on the leases, tokens and candidates
+// tables.
 //
 // # Statements and the clock
 //

@@ -92,6 +92,13 @@ var tables = []table{{
 		{"name", "VARBINARY(255) NOT NULL"},
 		{"holder", "VARBINARY(255) NOT NULL"},
 		{"seen_until", "DATETIME(6) NOT NULL"},
+		// What the candidate said of itself (lease.Candidacy); a row a
+		// refused acquire wrote alone keeps the defaults, the zero
+		// Candidacy. ineligible_until NULL: eligible.
+		{"priority", "INT NOT NULL DEFAULT 0"},
+		{"preempt", "BOOLEAN NOT NULL DEFAULT FALSE"},
+		{"ineligible_until", "DATETIME(6) NULL DEFAULT NULL"},
+		{"note", "VARBINARY(256) NOT NULL DEFAULT ''"}, // at most lease.MaxNote bytes
 	},
 	key:   "name, holder",
 	ident: []string{"name", "holder", "seen_until"},

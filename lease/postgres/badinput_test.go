@@ -223,6 +223,15 @@ func TestRolePrivileges(t *testing.T) {
 	if err := s.Leave(ctx, "g", "a"); err != nil {
 		t.Fatalf("Leave as the granted role: %v", err)
 	}
+	if err := s.Campaign(ctx, "n", "c", lease.Candidacy{Priority: 1, Note: "x"}, time.Minute); err != nil {
+		t.Fatalf("Campaign as the granted role: %v", err)
+	}
+	if list, err := s.Candidates(ctx, "n"); err != nil || len(list) == 0 {
+		t.Fatalf("Candidates as the granted role: %v, %v", list, err)
+	}
+	if err := s.Withdraw(ctx, "n", "c"); err != nil {
+		t.Fatalf("Withdraw as the granted role: %v", err)
+	}
 	plain, _, err := splitDSN(asRole)
 	if err != nil {
 		t.Fatal(err)

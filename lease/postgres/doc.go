@@ -38,8 +38,10 @@
 //	GRANT SELECT, INSERT, UPDATE ON leaderrun.leases, leaderrun.groups TO app;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON leaderrun.candidates, leaderrun.members TO app;
 //
-// The role then needs no CREATE privilege. Lease and group rows are never
-// deleted; candidates and members that expired are.
+// The role then needs no CREATE privilege. A replica never deletes lease
+// or group rows; candidates and members that expired or withdrew it does.
+// Forget, an operator's deletion of a free name, also takes DELETE on
+// SCHEMA.leases, which GrantSQL leaves to the administrator.
 //
 // # Statements
 //

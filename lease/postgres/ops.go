@@ -85,8 +85,9 @@ func scanNullableRecord(row pgx.Row, prefix ...any) (rec lease.Record, ok bool, 
 // expired by the database's clock and no step-down reservation keeps holder
 // out, in one statement (an UPDATE of a free row, or an INSERT of a
 // missing one), and notifies waiters. The same statement records holder as
-// a candidate, seen until now + 2×ttl, when its record has less than
-// 1.5×ttl left: a refused Acquire then writes and locks nothing.
+// a candidate, seen until now + 2×ttl and keeping what it said of itself
+// (lease.SeeAgain), when its record has less than 1.5×ttl left: a refused
+// Acquire then writes and locks nothing.
 // The new token is max(previous token + 1, database clock in
 // milliseconds). If another holder, or holder itself, has the name, or a
 // reservation keeps holder out, Acquire returns a *lease.HeldError with the

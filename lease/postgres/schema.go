@@ -87,14 +87,24 @@ CREATE TABLE IF NOT EXISTS %[6]s (
     PRIMARY KEY (grp, member)
 );
 
--- Holders that tried to acquire a name: the identities a step-down may
--- name as successor while seen_until is in the future.
+-- Holders that campaign for a name (a refused acquire, or Campaign): the
+-- identities a step-down may name as successor while seen_until is in the
+-- future.
 CREATE TABLE IF NOT EXISTS %[4]s (
     name       text NOT NULL,
     holder     text NOT NULL,
     seen_until timestamptz NOT NULL,
     PRIMARY KEY (name, holder)
 );
+
+-- What each candidate said of itself (lease.Candidacy): a row a refused
+-- acquire wrote alone keeps the defaults, the zero Candidacy.
+-- ineligible_until NULL: eligible. note is bytes, as the replica wrote them.
+ALTER TABLE %[4]s
+    ADD COLUMN IF NOT EXISTS priority         integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS preempt          boolean NOT NULL DEFAULT false,
+    ADD COLUMN IF NOT EXISTS ineligible_until timestamptz,
+    ADD COLUMN IF NOT EXISTS note             bytea NOT NULL DEFAULT ''::bytea;
 
 -- fence raises SQLSTATE %[3]s unless lease_token is the current,
 -- unreleased and unexpired token of lease_name (by clock_timestamp), and
@@ -207,6 +217,7 @@ func (s *Store) schemaExists(ctx context.Context, conn *pgx.Conn) (bool, error) 
 	err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL
 	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regclass($5) IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'location' AND NOT attisdropped)
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($3) AND attname = 'note' AND NOT attisdropped)
 	AND EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure($2) AND prosrc LIKE '%leaderrun fence v2%')`,
 		s.table, pgx.Identifier{s.schema}.Sanitize()+".fence(text, bigint)", s.candidates, s.groups, s.members,
 	).Scan(&ok)

@@ -59,10 +59,15 @@ RETURNING ` + columns
 const getSQL = `SELECT ` + columns + ` FROM leases WHERE name = ?1`
 
 // candidateSQL records holder ?2 as a candidate for name ?1, seen until
-// ?4 under boot id ?3.
+// ?4 under boot id ?3, keeping what it said of itself (lease.SeeAgain): a
+// new candidate has the zero Candidacy. An ineligibility written during
+// another boot has ended.
 const candidateSQL = `INSERT INTO candidates (name, holder, boot_id, seen_ms)
 VALUES (?1, ?2, ?3, ?4)
-ON CONFLICT (name, holder) DO UPDATE SET boot_id = excluded.boot_id, seen_ms = excluded.seen_ms`
+ON CONFLICT (name, holder) DO UPDATE SET
+	ineligible_ms = CASE WHEN candidates.boot_id = excluded.boot_id THEN candidates.ineligible_ms ELSE 0 END,
+	boot_id = excluded.boot_id,
+	seen_ms = excluded.seen_ms`
 
 // stepDownSQL marks the tenure of name ?1 as asked to step down and
 // reserves the name until ?5 for successor ?2 or, when ?2 is empty,

@@ -35,24 +35,41 @@ const createTable = `CREATE TABLE IF NOT EXISTS leases (
 	location    TEXT NOT NULL DEFAULT ''
 ) STRICT`
 
-// addedColumns are the leases columns added after the first release, with
-// their definitions, so that an existing table is upgraded in place.
-var addedColumns = [][2]string{
-	{"step_down", "INTEGER NOT NULL DEFAULT 0"},
-	{"successor", "TEXT NOT NULL DEFAULT ''"},
-	{"excluded_holder", "TEXT NOT NULL DEFAULT ''"},
-	{"reserved_ms", "INTEGER NOT NULL DEFAULT 0"},
-	{"location", "TEXT NOT NULL DEFAULT ''"},
+// addedColumns are, per table, the columns added after the table's first
+// release, with their definitions, so that an existing table is upgraded
+// in place.
+var addedColumns = map[string][][2]string{
+	"leases": {
+		{"step_down", "INTEGER NOT NULL DEFAULT 0"},
+		{"successor", "TEXT NOT NULL DEFAULT ''"},
+		{"excluded_holder", "TEXT NOT NULL DEFAULT ''"},
+		{"reserved_ms", "INTEGER NOT NULL DEFAULT 0"},
+		{"location", "TEXT NOT NULL DEFAULT ''"},
+	},
+	"candidates": {
+		{"priority", "INTEGER NOT NULL DEFAULT 0"},
+		{"preempt", "INTEGER NOT NULL DEFAULT 0"},
+		{"ineligible_ms", "INTEGER NOT NULL DEFAULT 0"},
+		{"note", "TEXT NOT NULL DEFAULT ''"},
+	},
 }
 
-// createCandidates is the table of holders that tried to acquire a name,
-// each seen until seen_ms (store clock under boot_id): the identities a
-// step-down may name as successor.
+// createCandidates is the table of holders that campaign for a name (a
+// refused Acquire or Seize, or Campaign), each seen until seen_ms (store
+// clock under boot_id): the identities a step-down may name as successor.
+// priority, preempt, ineligible_ms and note are what the holder said of
+// itself (lease.Candidacy); ineligible_ms is a store-clock reading under
+// boot_id too, 0 for eligible. A row a refused grant wrote alone has their
+// defaults, the zero Candidacy.
 const createCandidates = `CREATE TABLE IF NOT EXISTS candidates (
 	name    TEXT NOT NULL,
 	holder  TEXT NOT NULL,
 	boot_id TEXT NOT NULL,
 	seen_ms INTEGER NOT NULL,
+	priority      INTEGER NOT NULL DEFAULT 0,
+	preempt       INTEGER NOT NULL DEFAULT 0,
+	ineligible_ms INTEGER NOT NULL DEFAULT 0,
+	note          TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (name, holder)
 ) STRICT`
 
@@ -132,10 +149,7 @@ func tablesComplete(ctx context.Context, conn *sql.Conn) bool {
 		if err != nil || len(cols) == 0 || checkOwn(cols, table) != nil {
 			return false
 		}
-		if table != "leases" {
-			continue
-		}
-		for _, c := range addedColumns {
+		for _, c := range addedColumns[table] {
 			if !cols[c[0]] {
 				return false
 			}
@@ -173,8 +187,8 @@ func checkOwn(cols map[string]bool, table string) error {
 	return nil
 }
 
-// migrate creates the tables, or adds what an older version's lease table
-// lacks. It runs inside the caller's transaction, and first checks every
+// migrate creates the tables, or adds what an older version's tables
+// lack. It runs inside the caller's transaction, and first checks every
 // table of leaderrun's names that exists, so that it changes nothing in a
 // database that belongs to something else.
 func migrate(ctx context.Context, conn *sql.Conn) error {
@@ -196,16 +210,18 @@ func migrate(ctx context.Context, conn *sql.Conn) error {
 			return err
 		}
 	}
-	have := existing["leases"]
-	if len(have) == 0 {
-		return nil // created just now, with every column
-	}
-	for _, c := range addedColumns {
-		if have[c[0]] {
-			continue
+	for table, added := range addedColumns {
+		have := existing[table]
+		if len(have) == 0 {
+			continue // created just now, with every column
 		}
-		if _, err := conn.ExecContext(ctx, `ALTER TABLE leases ADD COLUMN `+c[0]+` `+c[1]); err != nil {
-			return err
+		for _, c := range added {
+			if have[c[0]] {
+				continue
+			}
+			if _, err := conn.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+c[0]+` `+c[1]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
