@@ -78,10 +78,6 @@ func runForget(c *cli.Context) error {
 		return err
 	}
 	defer store.Close()
-	cr, ok := store.(lease.Campaigner)
-	if !ok {
-		return fmt.Errorf("%s cannot forget a name", store.Describe())
-	}
 	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 	defer cancel()
 
@@ -91,7 +87,7 @@ func runForget(c *cli.Context) error {
 			return err
 		}
 	}
-	err = forget(ctx, cr, key)
+	err = forget(ctx, store, key)
 	var held *lease.HeldError
 	switch {
 	case err == nil:

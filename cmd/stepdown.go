@@ -195,15 +195,11 @@ func partitionKeyOf(ctx context.Context, c *cli.Context, store lease.Store, name
 // stop cleanly since): the command would only stop, with nobody to take
 // over for --window.
 func refuseWithoutSuccessor(ctx context.Context, store lease.Store, name string) error {
-	cr, ok := store.(lease.Campaigner)
-	if !ok {
-		return nil
-	}
 	rec, err := store.Get(ctx, name)
 	if err != nil || !rec.Held() {
 		return nil // RequestStepDown says what is wrong
 	}
-	list, err := cr.Candidates(ctx, name)
+	list, err := store.Candidates(ctx, name)
 	if err != nil {
 		return fmt.Errorf("lease %q: cannot tell whether another replica campaigns for it: %w", name, err)
 	}

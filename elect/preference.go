@@ -2,7 +2,6 @@ package elect
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -30,8 +29,6 @@ import (
 //     (SetIneligible) and hands over to Successor, or keeps the name when
 //     there is none.
 //
-// A store that keeps no candidacies (not a lease.Campaigner) gets none of
-// this: every replica is then priority 0 and eligible.
 
 // candidacy is what an Elector publishes of itself, and when it last did.
 type candidacy struct {
@@ -66,17 +63,12 @@ func (e *Elector) current(now time.Duration) lease.Candidacy {
 	return c
 }
 
-// publish writes this replica's candidacy to the store, if it keeps them:
-// always the first time (it replaces whatever an earlier run of this
+// publish writes this replica's candidacy to the store: always the first time (it replaces whatever an earlier run of this
 // identity said), then, when the candidacy says more than
 // the zero Candidacy (which a refused Acquire records by itself), once per
 // LeaseDuration, so that it stays live (seen for 2 × LeaseDuration). A
 // failure is logged at debug level; the next call tries again.
 func (e *Elector) publish(ctx context.Context) {
-	cs, ok := e.Store.(lease.Campaigner)
-	if !ok {
-		return
-	}
 	now := e.clock()()
 	c := e.current(now)
 	e.cand.mu.Lock()
@@ -88,7 +80,7 @@ func (e *Elector) publish(ctx context.Context) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 	defer cancel()
-	if err := cs.Campaign(pctx, e.Name, e.Holder, c, e.LeaseDuration); err != nil {
+	if err := e.Store.Campaign(pctx, e.Name, e.Holder, c, e.LeaseDuration); err != nil {
 		e.logger().Debug("cannot publish this replica's candidacy; trying again later", "err", err)
 		return
 	}
@@ -111,12 +103,8 @@ func (e *Elector) SetIneligible(ctx context.Context, d time.Duration, note strin
 	e.cand.mu.Lock()
 	e.cand.ineligibleUntil, e.cand.note = e.clock()()+d, note
 	e.cand.mu.Unlock()
-	cs, ok := e.Store.(lease.Campaigner)
-	if !ok {
-		return errors.New("the store keeps no candidacies")
-	}
 	now := e.clock()()
-	if err := cs.Campaign(ctx, e.Name, e.Holder, e.current(now), e.LeaseDuration); err != nil {
+	if err := e.Store.Campaign(ctx, e.Name, e.Holder, e.current(now), e.LeaseDuration); err != nil {
 		return err
 	}
 	e.cand.mu.Lock()
@@ -134,14 +122,9 @@ func (e *Elector) Ineligible() (time.Duration, string) {
 
 // Successor returns the live, eligible candidate other than this replica
 // that is preferred (the highest priority; the first by identity among
-// equals), or false when there is none or the store keeps no
-// candidacies.
+// equals), or false when there is none.
 func (e *Elector) Successor(ctx context.Context) (lease.Standing, bool, error) {
-	cs, ok := e.Store.(lease.Campaigner)
-	if !ok {
-		return lease.Standing{}, false, nil
-	}
-	list, err := cs.Candidates(ctx, e.Name)
+	list, err := e.Store.Candidates(ctx, e.Name)
 	if err != nil {
 		return lease.Standing{}, false, err
 	}
@@ -164,12 +147,8 @@ func (e *Elector) deferWindow() time.Duration { return 2 * e.RetryPeriod }
 // precedes it and that it has not deferred to already while that one's
 // candidacy lasts, or false.
 func (e *Elector) preferred(ctx context.Context) (lease.Standing, bool) {
-	cs, ok := e.Store.(lease.Campaigner)
-	if !ok {
-		return lease.Standing{}, false
-	}
 	rctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
-	list, err := cs.Candidates(rctx, e.Name)
+	list, err := e.Store.Candidates(rctx, e.Name)
 	cancel()
 	if err != nil {
 		e.logger().Debug("cannot read the candidates; keeping the name", "err", err)
@@ -227,13 +206,10 @@ func (e *Elector) deferGrant(ctx context.Context, ten *Tenure, log *slog.Logger)
 
 // preemptIn is how long until this replica, a candidate with Preempt,
 // may ask the holder rec to step down for it: zero when it may now; a
-// negative value when it will not (no Preempt, a store without
-// candidacies, a released record, or this tenure already asked).
+// negative value when it will not (no Preempt, a released record, or this
+// tenure already asked).
 func (e *Elector) preemptIn(rec lease.Record) time.Duration {
 	if !e.Candidacy.Preempt || !rec.Held() || rec.Holder == e.Holder {
-		return -1
-	}
-	if _, ok := e.Store.(lease.Campaigner); !ok {
 		return -1
 	}
 	e.cand.mu.Lock()
@@ -252,10 +228,9 @@ func (e *Elector) preempt(ctx context.Context, rec lease.Record, log *slog.Logge
 	if e.preemptIn(rec) != 0 {
 		return
 	}
-	cs := e.Store.(lease.Campaigner)
 	rctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 	defer cancel()
-	list, err := cs.Candidates(rctx, e.Name)
+	list, err := e.Store.Candidates(rctx, e.Name)
 	if err != nil {
 		log.Debug("cannot read the candidates to weigh a preemption; trying again later", "err", err)
 		return

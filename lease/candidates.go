@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Campaigner is implemented by every store: the candidates it records for
-// a name (see Store.Acquire) with what each says of itself, and the ways a
-// replica or an operator ends a candidacy or a name. package leasetest
-// checks it.
+// Campaigner is the part of Store that keeps candidacies: the candidates a
+// store records for a name (see Store.Acquire) with what each says of
+// itself, and the ways a replica or an operator ends a candidacy or a
+// name. package leasetest checks it.
 type Campaigner interface {
 	// Campaign records holder as a candidate for name with c, seen until
 	// the store's now + 2×ttl and, when c.Ineligible > 0, ineligible

@@ -77,7 +77,7 @@
 // reservation changes what Acquire and Seize grant, a group's partitions
 // are ordinary leases, so the conformance suite checks them together, and
 // splitting the interface would not split the work of writing a store.
-// Optional interfaces are kept for what a store may lack without any
-// feature changing its promise: CandidateReader only lets a stopping
-// leader skip a wait for a successor, and a store without it waits.
+// The candidacies (Campaigner) are part of it for the same reasons: a
+// step-down's refusal, a clean stop's withdrawal, the priorities and the
+// health hand-over all read or write them, on every store.
 package lease

@@ -146,6 +146,10 @@ type Store interface {
 	// zero Group.
 	WaitGroup(ctx context.Context, group string, seen Group, timeout time.Duration) (Group, error)
 
+	// Campaigner: the candidates a store records with what each says of
+	// itself, and the ends of a candidacy and of a name.
+	Campaigner
+
 	// Describe names the store for logs and status output. It never
 	// contains a password.
 	Describe() string

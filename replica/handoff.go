@@ -129,16 +129,12 @@ func (s *single) awaitSuccessor(ten *elect.Tenure) {
 }
 
 // othersCampaign reports whether another replica is a live candidate for
-// the name, or the store cannot tell (it is no lease.Campaigner, or its
-// answer did not come within successorWait).
+// the name, or the store cannot tell (its answer did not come within
+// successorWait).
 func (s *single) othersCampaign() bool {
-	cr, ok := s.elector.Store.(lease.Campaigner)
-	if !ok {
-		return true
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), successorWait)
 	defer cancel()
-	list, err := cr.Candidates(ctx, s.cfg.Name)
+	list, err := s.elector.Store.Candidates(ctx, s.cfg.Name)
 	return err != nil || len(lease.Others(list, s.holder)) > 0
 }
 

@@ -18,11 +18,9 @@ const withdrawTimeout = 2 * time.Second
 // stood by or after its tenure's release, --once, --acquire-timeout.
 // Without it, the store would count the replica as a candidate for twice
 // its TTL, and a step-down would hand the name to nobody. A crashed
-// replica cannot withdraw; it counts until then. It does nothing in a
-// store that records no candidates.
+// replica cannot withdraw; it counts until then.
 func (r *Replica) withdraw(store lease.Store, names ...string) {
-	cr, ok := store.(lease.Campaigner)
-	if !ok || len(names) == 0 {
+	if len(names) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
@@ -32,7 +30,7 @@ func (r *Replica) withdraw(store lease.Store, names ...string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := cr.Withdraw(ctx, name, r.holder); err != nil {
+			if err := store.Withdraw(ctx, name, r.holder); err != nil {
 				r.log.Warn("could not withdraw the candidacy; a step-down counts this replica as a candidate until it lapses",
 					"lease", name, "lapses_within", 2*r.cfg.LeaseDuration, "err", err)
 				return
@@ -49,9 +47,6 @@ func (r *Replica) withdraw(store lease.Store, names ...string) {
 // while another held it is left to lapse; its group membership, which a
 // partition's step-down counts, ended when it left the group.
 func (pr *partitioned) withdrawPartitions(store lease.Store) {
-	if _, ok := store.(lease.Campaigner); !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
 	g, err := store.GetGroup(ctx, pr.cfg.Name)
 	cancel()

@@ -54,6 +54,7 @@ type options struct {
 	mysqlDSN     string
 	redisDSN     string
 	stepRuns     int
+	rightRuns    int
 	partN        int
 	partM        int
 	partTerm     int
@@ -71,12 +72,15 @@ type options struct {
 
 // bench is one run of the benchmark.
 type bench struct {
-	opt   options
-	root  string // the repository: the product's module
-	lab   string // the lab module (bench, chaos), root/lab
-	tmp   string
-	procs *procs
-	lrBin string
+	opt options
+	// groupArgs, when set, gives the serverload group's replica i its
+	// extra options (the right section's load).
+	groupArgs func(i int) []string
+	root      string // the repository: the product's module
+	lab       string // the lab module (bench, chaos), root/lab
+	tmp       string
+	procs     *procs
+	lrBin     string
 	// goInitBin is the floor of a Go init (bench/goinit), for "As an init".
 	goInitBin string
 	childBin  string
@@ -129,6 +133,7 @@ func main() {
 	flag.StringVar(&o.redisDSN, "redis", "redis://127.0.0.1:6379/0",
 		"Redis server URL (loopback only); the benchmark uses key prefixes lrbench-* and deletes them; empty skips Redis")
 	flag.IntVar(&o.stepRuns, "stepdown-runs", 20, "step-down hand-overs per store")
+	flag.IntVar(&o.rightRuns, "right-runs", 10, "right: health hand-overs and preemptions per store")
 	flag.IntVar(&o.partN, "partitions", 256, "partitions of the partitioned section's group")
 	flag.IntVar(&o.partM, "partition-replicas", 4, "replicas of the partitioned section's group")
 	flag.IntVar(&o.partTerm, "partition-term-runs", 20, "partitioned: SIGTERMs of one replica (each followed by a join) per store")
@@ -138,7 +143,7 @@ func main() {
 	flag.IntVar(&o.kubeCrash, "kube-crash-runs", 3, "kube: crash failovers per system (those that wait for the Lease's expiry take about 20 s each)")
 	flag.DurationVar(&o.kubeWindow, "kube-window", 60*time.Second, "kube: API server load window per system")
 	flag.StringVar(&o.leaderrunBin, "leaderrun", "", "leaderrun binary to measure (default: build it from this module)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,cost,serverload,crash,scale,partitions,kube (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: footprint,init,handoff,stepdown,right,cost,serverload,crash,scale,partitions,kube (default all)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (logs, strace summaries)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: render -out from a -json file of an earlier run (with the current bench/findings.md)")
@@ -151,6 +156,7 @@ func main() {
 		o.costWindow, o.idleWindow, o.execRuns, o.initRuns = 15*time.Second, 10*time.Second, 10, 15
 		o.scaleWindow = 15 * time.Second
 		o.stepRuns, o.partTerm, o.partKill, o.partCostWin = 5, 3, 1, 15*time.Second
+		o.rightRuns = 3
 		o.kubeHandoff, o.kubeCrash, o.kubeWindow = 5, 1, 15*time.Second
 	}
 	b := &bench{opt: o, quit: make(chan struct{}), started: time.Now(), storeNotes: map[string]string{}}

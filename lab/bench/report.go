@@ -125,6 +125,7 @@ func (r *report) markdown() string {
 	r.machineSection(&w)
 	r.handoffSection(&w)
 	r.stepDownSection(&w)
+	r.rightSection(&w)
 	r.crashSection(&w)
 	r.costSection(&w)
 	r.serverLoadSection(&w)

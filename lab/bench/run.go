@@ -39,6 +39,10 @@ type report struct {
 	TermProbe  etcdTermProbe
 	Scale      *scaleResult
 	StepDown   []*stepResult
+	Right      []*rightResult // the right section: health and preemption
+	// RightLoad is the serverload section's measurement with every
+	// replica given a priority and a health check (the right section).
+	RightLoad  []*serverLoad
 	Parts      []*partResult
 	PartCost   []*partCostResult
 	Kube       *kubeResult // the kube section; nil when it did not run
@@ -275,6 +279,16 @@ func (b *bench) run(ctx context.Context) *report {
 
 	if b.want("crash") && !b.stopping() {
 		b.runCrashes(ctx, rep)
+	}
+
+	if b.want("right") && !b.stopping() {
+		b.runRight(ctx, rep, o.rightRuns)
+		b.progress("store load with priorities and health checks: 1 leader + 2 followers per store, %v window", o.costWindow)
+		busy := machineBusy()
+		b.groupArgs = rightGroupArgs
+		rep.RightLoad = b.serverLoads(ctx, o.costWindow)
+		b.groupArgs = nil
+		rep.Busy["right load"] = busy()
 	}
 
 	if b.want("serverload") && !b.stopping() {

@@ -116,7 +116,11 @@ func (b *bench) startServerGroup(label, dsn string) (*serverGroup, error) {
 	}
 	g := &serverGroup{}
 	for i := 0; i < 3; i++ {
-		argv := []string{b.lrBin, "--name", "bench-serverload", "--store", dsn, "--log-level", "info", "--", sleep, "1000000"}
+		argv := []string{b.lrBin, "--name", "bench-serverload", "--store", dsn, "--log-level", "info"}
+		if b.groupArgs != nil {
+			argv = append(argv, b.groupArgs(i)...)
+		}
+		argv = append(argv, "--", sleep, "1000000")
 		p, err := b.procs.start(fmt.Sprintf("serverload-%s-%d", label, i), argv, nil, markStandby, markElected)
 		if err != nil {
 			g.stop()

@@ -51,7 +51,13 @@
 // the tenure's etcd lease, so that it exists exactly while the tenure
 // lives; prefix/n/N/released holds the token of a tenure its holder
 // released, which tells "released" from "expired"; prefix/c/N/HOLDER
-// records a candidate.
+// records a candidate (its seen-until in ms, as every version wrote it)
+// and prefix/a/N/HOLDER, written with it by Campaign, what it said of
+// itself (lease.Candidacy, JSON). A refusal rewrites the candidate key
+// alone and so keeps those attributes; they count only while the
+// candidate key has existed since they were written (a leaderrun that
+// knows nothing of them may have swept the candidate and recorded it
+// again), and a grant sweeps them with ended candidates.
 //
 //   - Acquire and Seize decide on the name's keys and write the grant in
 //     one transaction whose conditions (ModRevision compares) say that the
@@ -98,6 +104,9 @@
 //     lease, which no key uses any more, is then revoked in the
 //     background (Close waits for it). A step-down reservation lives in
 //     the record and so outlives the release.
+//   - Forget deletes every key of the name, its candidates and their
+//     attributes in one transaction conditional on the record and lease
+//     key being as read, when lease.Forgettable allows it.
 //   - RequestStepDown and Annotate rewrite the record in a transaction
 //     conditional on the record and lease key being as read, and for
 //     RequestStepDown on the successor's candidate key or, for a

@@ -26,6 +26,10 @@ import (
 //	                           lease: it exists while the tenure lives
 //	P/n/NAME/released          "TOKEN" of the tenure its holder released
 //	P/c/NAME/HOLDER            a candidate: until when, in Unix ms (no lease)
+//	P/a/NAME/HOLDER            what the candidate said when it campaigned
+//	                           (JSON, attrsValue; no lease): it counts while
+//	                           the candidate key has lived since it was
+//	                           written (see attrsValid)
 //	P/g/GROUP/n                the group's number of partitions (no lease)
 //	P/g/GROUP/m/MEMBER         a member (JSON), attached to its etcd lease
 //	P/g/GROUP/p/P/record …     partition P's keys, as a name's above
@@ -42,6 +46,8 @@ type nameKeys struct {
 	released string
 	// candidates is the prefix of the name's candidate keys, ending in '/'.
 	candidates string
+	// attrs is the prefix of their attributes' keys, ending in '/'.
+	attrs string
 }
 
 func (s *Store) keysOf(name string) nameKeys {
@@ -55,6 +61,7 @@ func (s *Store) keysOf(name string) nameKeys {
 		name: name, base: base,
 		record: base + "record", lease: base + "lease", released: base + "released",
 		candidates: s.prefix + "/c/" + escape(name) + "/",
+		attrs:      s.prefix + "/a/" + escape(name) + "/",
 	}
 }
 
@@ -119,6 +126,10 @@ type nameState struct {
 	released      bool
 	releasedToken string // the released key's value
 	candidates    []candidate
+	// attrs are the attributes keys read, by holder; finish files each
+	// into its candidate, and orphans lists the others.
+	attrs   map[string]*mvccpb.KeyValue
+	orphans []*mvccpb.KeyValue
 	// times is what etcd said of leases' time left while the keys were
 	// read, if it was asked (nil otherwise).
 	times map[clientv3.LeaseID]leaseTime
@@ -128,8 +139,60 @@ type candidate struct {
 	key     string
 	holder  string
 	untilMs int64
-	rev     int64
+	rev     int64 // the candidate key's ModRevision
+	created int64 // its CreateRevision
+	// attrs is what the candidate said when it campaigned (see
+	// attrsValid), with attrsKey and attrsRev its key and ModRevision;
+	// the zero attrsValue, and no key, when it said nothing.
+	attrs    attrsValue
+	attrsKey string
+	attrsRev int64
 }
+
+// attrsValue is the JSON of an attributes key: a lease.Candidacy, its
+// ineligibility as an end in Unix ms (the wall clock of the replica that
+// wrote it, as a candidate key's until).
+type attrsValue struct {
+	Priority          int32  `json:"priority,omitempty"`
+	Preempt           bool   `json:"preempt,omitempty"`
+	IneligibleUntilMs int64  `json:"ineligible_until_ms,omitempty"`
+	Note              string `json:"note,omitempty"`
+}
+
+func (a attrsValue) encode() string {
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic(err) // strings and numbers always marshal
+	}
+	return string(b)
+}
+
+// attrsOf is what c says of itself, as stored.
+func attrsOf(c lease.Candidate) attrsValue {
+	a := attrsValue{Priority: c.Priority, Preempt: c.Preempt, Note: c.Note}
+	if !c.IneligibleUntil.IsZero() {
+		a.IneligibleUntilMs = c.IneligibleUntil.UnixMilli()
+	}
+	return a
+}
+
+// model is c as the lease rules see it.
+func (c candidate) model() lease.Candidate {
+	out := lease.Candidate{Holder: c.holder, SeenUntil: time.UnixMilli(c.untilMs),
+		Priority: c.attrs.Priority, Preempt: c.attrs.Preempt, Note: c.attrs.Note}
+	if c.attrs.IneligibleUntilMs != 0 {
+		out.IneligibleUntil = time.UnixMilli(c.attrs.IneligibleUntilMs)
+	}
+	return out
+}
+
+// attrsValid reports whether an attributes key written at attrsRev belongs
+// to the candidate key created at created: Campaign writes both in one
+// transaction, and a refusal rewrites the candidate key alone, which
+// keeps its CreateRevision. A candidate key created later (a leaderrun
+// that knows no attributes swept the candidate and recorded it again)
+// makes the attributes an orphan's, which count for nothing.
+func attrsValid(attrsRev, created int64) bool { return attrsRev >= created }
 
 // leaseRev is the lease key's ModRevision, 0 when absent.
 func (st nameState) leaseRev() int64 {
@@ -167,15 +230,46 @@ func (st *nameState) add(k nameKeys, kv *mvccpb.KeyValue) error {
 			return nil // not one of ours
 		}
 		until, _ := strconv.ParseInt(string(kv.Value), 10, 64)
-		st.candidates = append(st.candidates, candidate{key: key, holder: holder, untilMs: until, rev: kv.ModRevision})
+		st.candidates = append(st.candidates, candidate{key: key, holder: holder, untilMs: until, rev: kv.ModRevision, created: kv.CreateRevision})
+	case strings.HasPrefix(key, k.attrs):
+		holder, err := url.PathUnescape(strings.TrimPrefix(key, k.attrs))
+		if err != nil {
+			return nil // not one of ours
+		}
+		if st.attrs == nil {
+			st.attrs = map[string]*mvccpb.KeyValue{}
+		}
+		st.attrs[holder] = kv
 	}
 	return nil
 }
 
 // finish settles what add could not decide alone: whether the released key
-// names the record's token.
+// names the record's token, and which candidate each attributes key
+// belongs to.
 func (st *nameState) finish() {
 	st.released = st.found && !st.held() && st.releasedToken == strconv.FormatInt(st.rec.Token, 10)
+	if st.attrs == nil {
+		return
+	}
+	for i := range st.candidates {
+		c := &st.candidates[i]
+		kv := st.attrs[c.holder]
+		if kv == nil || !attrsValid(kv.ModRevision, c.created) {
+			continue
+		}
+		c.attrsKey, c.attrsRev = string(kv.Key), kv.ModRevision
+		// Attributes that do not decode (a later version's) say
+		// nothing: the zero Candidacy.
+		_ = json.Unmarshal(kv.Value, &c.attrs)
+	}
+	st.orphans = st.orphans[:0]
+	for holder, kv := range st.attrs {
+		if st.candidate(holder).attrsKey != string(kv.Key) {
+			st.orphans = append(st.orphans, kv)
+		}
+	}
+	st.attrs = nil
 }
 
 // parseName builds the state of k from the kvs of a read.
@@ -203,15 +297,16 @@ func (st nameState) candidate(holder string) candidate {
 	return candidate{}
 }
 
-// stale returns up to max candidates that ended before now.
-func (st nameState) stale(nowMs int64, max int) []candidate {
+// stale returns up to max candidates that ended before now, and up to max
+// in all with them attributes keys that belong to no candidate.
+func (st nameState) stale(nowMs int64, max int) ([]candidate, []*mvccpb.KeyValue) {
 	var out []candidate
 	for _, c := range st.candidates {
 		if c.untilMs < nowMs && len(out) < max {
 			out = append(out, c)
 		}
 	}
-	return out
+	return out, st.orphans[:min(len(st.orphans), max-len(out))]
 }
 
 // view is the lease.Record of st at now, with left the time until the
@@ -274,7 +369,7 @@ func (s *Store) learn(k nameKeys, rev int64, ranges ...*etcdserverpb.ResponseOp)
 func readOps(k nameKeys, withCandidates bool) []clientv3.Op {
 	ops := []clientv3.Op{clientv3.OpGet(k.base, clientv3.WithPrefix())}
 	if withCandidates {
-		ops = append(ops, clientv3.OpGet(k.candidates, clientv3.WithPrefix()))
+		ops = append(ops, clientv3.OpGet(k.candidates, clientv3.WithPrefix()), clientv3.OpGet(k.attrs, clientv3.WithPrefix()))
 	}
 	return ops
 }

@@ -150,12 +150,20 @@ func (s *Store) acquire(ctx context.Context, name, holder string, dead *lease.Re
 			clientv3.OpPut(k.lease, tenureValue(rec.Token, holder), clientv3.WithLease(ref.id)),
 			clientv3.OpDelete(k.released),
 		}
-		for _, c := range st.stale(now.UnixMilli(), sweepLimit) {
-			if !read {
-				break // known candidates may be stale: sweep another time
+		if read { // known candidates may be stale: sweep another time
+			stale, orphans := st.stale(now.UnixMilli(), sweepLimit)
+			for _, c := range stale {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
+				ops = append(ops, clientv3.OpDelete(c.key))
+				if c.attrsKey != "" {
+					cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.attrsKey), "=", c.attrsRev))
+					ops = append(ops, clientv3.OpDelete(c.attrsKey))
+				}
 			}
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
-			ops = append(ops, clientv3.OpDelete(c.key))
+			for _, kv := range orphans {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+				ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+			}
 		}
 		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Else(readOps(k, true)...).Commit()
 		var kerr error
@@ -261,10 +269,11 @@ func (s *Store) keepSpare(ctx context.Context, id clientv3.LeaseID, secs int64) 
 	return sent.Add(time.Duration(ttl) * time.Second), nil
 }
 
-// refuse records holder as a candidate for name (lease.Seen), learns how
-// long the current tenure has left, and returns the refusal.
+// refuse records holder as a candidate for name (lease.Seen, or
+// lease.SeeAgain of its candidacy in st), learns how long the current
+// tenure has left, and returns the refusal.
 func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder string, dead *lease.Record, ttl time.Duration, now time.Time) error {
-	seen := lease.Seen(holder, ttl, now)
+	seen := seeAgain(st, holder, ttl, now)
 	put := make(chan error, 1)
 	go func() {
 		_, err := s.client.Put(ctx, k.candidates+escape(holder), strconv.FormatInt(seen.SeenUntil.UnixMilli(), 10))
@@ -277,7 +286,7 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 	return err
 }
 
-// probe records holder as a candidate for name (lease.Seen) and reads
+// probe records holder as a candidate for name (see seeAgain) and reads
 // the name's keys, in one transaction; at the same time it asks etcd how
 // long the lease of known, the tenure last seen, has left, and keeps the
 // answer for refusal.
@@ -292,7 +301,7 @@ func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder s
 		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
 		answer <- asked{times, err}
 	}()
-	seen := lease.Seen(holder, ttl, time.Now())
+	seen := seeAgain(known, holder, ttl, time.Now())
 	resp, err := s.client.Txn(ctx).Then(
 		clientv3.OpPut(k.candidates+escape(holder), strconv.FormatInt(seen.SeenUntil.UnixMilli(), 10)),
 		clientv3.OpGet(k.base, clientv3.WithPrefix()),
@@ -309,6 +318,17 @@ func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder s
 		st.times = a.times
 	}
 	return st, nil
+}
+
+// seeAgain is the candidate a refusal of holder at now records: what st
+// knows of its candidacy seen again (lease.SeeAgain), or a new one
+// (lease.Seen). Only the candidate key is written: the attributes key
+// stays as it is, and still belongs to the candidate key (attrsValid).
+func seeAgain(st nameState, holder string, ttl time.Duration, now time.Time) lease.Candidate {
+	if c := st.candidate(holder); c.key != "" {
+		return lease.SeeAgain(c.model(), ttl, now)
+	}
+	return lease.Seen(holder, ttl, now)
 }
 
 // refusal learns how long the tenure in st has left (unless st.times
@@ -518,8 +538,7 @@ func (s *Store) RequestStepDown(ctx context.Context, name, successor string, win
 // as read. It reads the member key only when successor is no candidate.
 func (s *Store) liveSuccessor(ctx context.Context, st nameState, name, successor string, now time.Time) (clientv3.Cmp, bool, error) {
 	cand := st.candidate(successor)
-	seen := lease.Candidate{Holder: successor, SeenUntil: time.UnixMilli(cand.untilMs)}
-	if lease.LiveSuccessor(name, seen, time.Time{}, now) {
+	if lease.LiveSuccessor(name, cand.model(), time.Time{}, now) {
 		return clientv3.Compare(clientv3.ModRevision(cand.key), "=", cand.rev), true, nil
 	}
 	group, _, ok := lease.SplitPartitionKey(name)

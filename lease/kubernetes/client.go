@@ -95,6 +95,12 @@ func (c leaseClient) Update(ctx context.Context, l *coordv1.Lease) (*coordv1.Lea
 	return out, err
 }
 
+// Delete deletes a Lease on opts's preconditions: the server refuses it
+// with a conflict when the Lease changed since.
+func (c leaseClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return c.rc.Delete().Namespace(c.namespace).Resource("leases").Name(name).Body(&opts).Do(ctx).Error()
+}
+
 func (c leaseClient) List(ctx context.Context, opts metav1.ListOptions) (*coordv1.LeaseList, error) {
 	out := &coordv1.LeaseList{}
 	err := c.rc.Get().Namespace(c.namespace).Resource("leases").VersionedParams(&opts, paramCodec).Do(ctx).Into(out)

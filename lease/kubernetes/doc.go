@@ -26,7 +26,8 @@
 // the server (SelfSubjectAccessReview) whether the user may get, list,
 // watch, create and update leases in the namespace, and refuses naming
 // what is missing; packaging/kubernetes/rbac.yaml has the Role. leaderrun
-// never deletes a Lease. A kubeconfig is read only when it, and every
+// deletes a Lease only to forget a name (Forget), which takes the delete
+// verb as well. A kubeconfig is read only when it, and every
 // directory and symbolic link on the way to it, belongs to this user or
 // root and no other user could have written it (checkKubeconfig): its
 // exec plugin runs as this user. The store's errors, and client-go's log of a

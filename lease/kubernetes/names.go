@@ -21,6 +21,12 @@ const (
 	annHolder = "leaderrun/holder" // the holder of the last grant, also once released
 	annState  = "leaderrun/state"  // JSON: the rest of a name's record (nameState)
 	annGroup  = "leaderrun/group"  // JSON: a group's members and partitions (groupState)
+	// annCandidacy is what candidates said when they campaigned (JSON):
+	// on a name's Lease, holder → candidacy; on a group's, partition →
+	// holder → candidacy. A leaderrun that does not know it leaves it as
+	// it is; a candidate it does not name says nothing (lease.Candidacy's
+	// zero value).
+	annCandidacy = "leaderrun/candidacy"
 )
 
 // leaseName is the Lease object that holds name. A name that is a valid

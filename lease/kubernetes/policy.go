@@ -33,7 +33,7 @@ func grant(cur *rec, name, holder string, dead *lease.Record, ttl time.Duration,
 	if refusal != nil {
 		// A foreign holder's Lease is not written to: its holder could
 		// not hand it over anyway.
-		if !cur.foreign && cur.see(lease.Seen(holder, ttl, hi), ttl, hi) {
+		if !cur.foreign && cur.see(cur.seeAgain(holder, ttl, hi), ttl, hi) {
 			return cur, refusal
 		}
 		return nil, refusal
@@ -42,9 +42,43 @@ func grant(cur *rec, name, holder string, dead *lease.Record, ttl time.Duration,
 		Holder: holder, Token: max(granted.Token, prev+1), AcquiredUS: us(hi), RenewedUS: us(hi), TTLMS: ttl.Milliseconds(),
 	}
 	if cur != nil {
-		next.Candidates = cur.liveCandidates(lo)
+		next.Candidates, next.attrs = cur.liveCandidates(lo), cur.attrs
 	}
 	return next, nil
+}
+
+// campaign is Campaign of holder on cur (nil: absent, when the record
+// written holds the candidate alone). A Lease a client-go elector holds
+// is not written to, as by a refusal: its holder would not weigh what
+// holder says.
+func campaign(cur *rec, holder string, c lease.Candidacy, ttl time.Duration, hi time.Time) *rec {
+	if cur != nil && cur.foreign && !cur.Released {
+		return nil
+	}
+	next := &rec{}
+	if cur != nil {
+		n := *cur
+		next = &n
+	}
+	next.setCandidate(lease.Campaign(holder, c, ttl, hi))
+	return next
+}
+
+// withdraw is Withdraw of holder from cur: nil when it is no candidate.
+func withdraw(cur *rec, holder string) *rec {
+	if cur == nil {
+		return nil
+	}
+	_, cand := cur.Candidates[holder]
+	_, said := cur.attrs[holder]
+	if !cand && !said {
+		return nil
+	}
+	next := *cur
+	next.Candidates, next.attrs = cloneMap(cur.Candidates), cloneMap(cur.attrs)
+	delete(next.Candidates, holder)
+	delete(next.attrs, holder)
+	return &next
 }
 
 // renew is Renew of cur.

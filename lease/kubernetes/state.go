@@ -34,11 +34,27 @@ type rec struct {
 	// acquireTime, and prev is the last token leaderrun granted there.
 	foreign bool
 	prev    int64
+	// attrs is what candidates said when they campaigned (annCandidacy),
+	// by holder; only those of Candidates count and are written.
+	attrs map[string]candidacy
 	// heldUntilUS, when set, is the earliest a foreign holder's Lease is
 	// free: its holder is taken to renew it until the Lease has stayed
 	// unchanged for a lease duration, as client-go's electors judge it.
 	heldUntilUS int64
 }
+
+// candidacy is what a candidate said when it campaigned: a
+// lease.Candidacy, its ineligibility as an end by the server's clock.
+type candidacy struct {
+	Priority          int32  `json:"priority,omitempty"`
+	Preempt           bool   `json:"preempt,omitempty"`
+	IneligibleUntilUS int64  `json:"ineligibleUntil,omitempty"`
+	Note              string `json:"note,omitempty"`
+}
+
+// empty reports a record that holds candidates alone: a name nobody was
+// ever granted, for which a replica campaigned. It reads as no record.
+func (r *rec) empty() bool { return !r.foreign && r.Token == 0 }
 
 func us(t time.Time) int64        { return t.UnixMicro() }
 func fromUS(v int64) time.Time    { return time.UnixMicro(v) }
@@ -52,6 +68,9 @@ func (r *rec) expiresUS() int64 {
 // view is the record as of the server time lo, the earliest the server's
 // clock may read: Remaining and Reserved are the longest they may be.
 func (r *rec) view(name string, lo time.Time) lease.Record {
+	if r.empty() {
+		return lease.Record{Name: name}
+	}
 	out := lease.Record{
 		Name:      name,
 		Holder:    r.Holder,
@@ -89,7 +108,22 @@ func (r *rec) candidate(holder string) lease.Candidate {
 	if !ok {
 		return lease.Candidate{}
 	}
-	return lease.Candidate{Holder: holder, SeenUntil: fromUS(until)}
+	a := r.attrs[holder]
+	c := lease.Candidate{Holder: holder, SeenUntil: fromUS(until), Priority: a.Priority, Preempt: a.Preempt, Note: a.Note}
+	if a.IneligibleUntilUS != 0 {
+		c.IneligibleUntil = fromUS(a.IneligibleUntilUS)
+	}
+	return c
+}
+
+// seeAgain is the candidate a refusal of holder at now records: its
+// candidacy seen again (lease.SeeAgain), what it said kept, or a new one
+// (lease.Seen).
+func (r *rec) seeAgain(holder string, ttl time.Duration, now time.Time) lease.Candidate {
+	if _, ok := r.Candidates[holder]; ok {
+		return lease.SeeAgain(r.candidate(holder), ttl, now)
+	}
+	return lease.Seen(holder, ttl, now)
 }
 
 // see records c as a candidate, refused at now with ttl; it reports
@@ -99,11 +133,62 @@ func (r *rec) see(c lease.Candidate, ttl time.Duration, now time.Time) bool {
 	if r.candidate(c.Holder).Fresh(ttl, now) {
 		return false
 	}
+	r.setCandidate(c)
+	return true
+}
+
+// setCandidate records c, what it said included, in r's maps, which it
+// copies first: r may share them with the record it was copied from.
+func (r *rec) setCandidate(c lease.Candidate) {
+	r.Candidates, r.attrs = cloneMap(r.Candidates), cloneMap(r.attrs)
 	if r.Candidates == nil {
 		r.Candidates = map[string]int64{}
 	}
 	r.Candidates[c.Holder] = us(c.SeenUntil)
-	return true
+	a := candidacy{Priority: c.Priority, Preempt: c.Preempt, Note: c.Note}
+	if !c.IneligibleUntil.IsZero() {
+		a.IneligibleUntilUS = us(c.IneligibleUntil)
+	}
+	delete(r.attrs, c.Holder)
+	if a != (candidacy{}) {
+		if r.attrs == nil {
+			r.attrs = map[string]candidacy{}
+		}
+		r.attrs[c.Holder] = a
+	}
+}
+
+// said is what r's candidates said, less what no candidate of r said
+// (one a leaderrun that does not know it dropped); nil for nothing.
+func (r *rec) said() map[string]candidacy {
+	var out map[string]candidacy
+	for id, a := range r.attrs {
+		if _, ok := r.Candidates[id]; ok {
+			if out == nil {
+				out = map[string]candidacy{}
+			}
+			out[id] = a
+		}
+	}
+	return out
+}
+
+// decodeCandidacy reads annCandidacy's value into v; a value that does
+// not decode (a later version's) says nothing.
+func decodeCandidacy(l *coordv1.Lease, v any) {
+	if s := l.Annotations[annCandidacy]; s != "" {
+		_ = json.Unmarshal([]byte(s), v)
+	}
+}
+
+// encodeCandidacy writes v, or removes the annotation for nothing.
+func encodeCandidacy(l *coordv1.Lease, v any, nothing bool) {
+	if nothing {
+		delete(l.Annotations, annCandidacy)
+		return
+	}
+	b, _ := json.Marshal(v)
+	l.Annotations[annCandidacy] = string(b)
 }
 
 // liveCandidates are r's candidates still seen at lo: a grant ends no
@@ -154,6 +239,10 @@ func decodeName(l *coordv1.Lease) (*rec, error) {
 	if spec.LeaseDurationSeconds != nil {
 		r.TTLMS = int64(*spec.LeaseDurationSeconds) * 1000
 	}
+	decodeCandidacy(l, &r.attrs)
+	if _, ok := l.Annotations[annState]; ok && token == 0 && holder == "" && specHolder == "" && spec.AcquireTime == nil && spec.RenewTime == nil {
+		return &r, nil // candidates alone (empty)
+	}
 	ours := token > 0 && holder != "" && (specHolder == holder || (specHolder == "" && r.Released))
 	if ours {
 		r.Holder, r.Token = holder, token
@@ -162,7 +251,7 @@ func decodeName(l *coordv1.Lease) (*rec, error) {
 	// Someone else's Lease, or one edited by hand: its spec decides.
 	r = rec{
 		Holder: specHolder, AcquiredUS: r.AcquiredUS, RenewedUS: r.RenewedUS, TTLMS: r.TTLMS,
-		Released: specHolder == "", Candidates: r.Candidates,
+		Released: specHolder == "", Candidates: r.Candidates, attrs: r.attrs,
 		foreign: true, prev: token,
 	}
 	r.Token = max(1, r.AcquiredUS/1000)
@@ -174,7 +263,7 @@ func decodeName(l *coordv1.Lease) (*rec, error) {
 // updates the candidates.
 func encodeName(l *coordv1.Lease, name string, r *rec) {
 	setMeta(l, kindName, name)
-	if !r.foreign {
+	if !r.foreign && !r.empty() {
 		holder := r.Holder
 		if r.Released {
 			holder = "" // free for client-go's electors too
@@ -193,6 +282,8 @@ func encodeName(l *coordv1.Lease, name string, r *rec) {
 	}
 	b, _ := json.Marshal(state)
 	l.Annotations[annState] = string(b)
+	said := r.said()
+	encodeCandidacy(l, said, said == nil)
 }
 
 func setMeta(l *coordv1.Lease, kind, name string) {
@@ -221,6 +312,13 @@ func decodeGroup(l *coordv1.Lease) (*groupState, error) {
 	if err := json.Unmarshal([]byte(l.Annotations[annGroup]), &g); err != nil {
 		return nil, fmt.Errorf("lease %s: annotation %s: %w", l.Name, annGroup, err)
 	}
+	var said map[int]map[string]candidacy
+	decodeCandidacy(l, &said)
+	for p, r := range g.Leases {
+		if r != nil {
+			r.attrs = said[p]
+		}
+	}
 	return &g, nil
 }
 
@@ -234,6 +332,19 @@ func encodeGroup(l *coordv1.Lease, group string, g *groupState, lo time.Time) {
 	}
 	b, _ := json.Marshal(g)
 	l.Annotations[annGroup] = string(b)
+	var said map[int]map[string]candidacy
+	for p, r := range g.Leases {
+		if r == nil {
+			continue
+		}
+		if a := r.said(); a != nil {
+			if said == nil {
+				said = map[int]map[string]candidacy{}
+			}
+			said[p] = a
+		}
+	}
+	encodeCandidacy(l, said, said == nil)
 }
 
 // view is the group as of the server time lo.

@@ -211,7 +211,7 @@ func (s *Store) write(ctx context.Context, l *coordv1.Lease, t target, g *groupS
 		l = l.DeepCopy()
 	}
 	if t.group == "" {
-		if !create && !next.foreign && l.Annotations[annToken] != strconv.FormatInt(next.Token, 10) {
+		if !create && !next.foreign && !next.empty() && l.Annotations[annToken] != strconv.FormatInt(next.Token, 10) {
 			n := int32(1)
 			if l.Spec.LeaseTransitions != nil {
 				n = *l.Spec.LeaseTransitions + 1
@@ -261,7 +261,8 @@ func (s *Store) forget(object string) {
 func (s *Store) fail(op, name string, err error) error {
 	if err == nil || errors.Is(err, lease.ErrClosed) || errors.Is(err, lease.ErrLost) ||
 		errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrNotHeld) ||
-		errors.Is(err, lease.ErrUnknownSuccessor) || errors.Is(err, lease.ErrAlreadyLeader) {
+		errors.Is(err, lease.ErrUnknownSuccessor) || errors.Is(err, lease.ErrAlreadyLeader) ||
+		errors.Is(err, lease.ErrTokenAhead) {
 		return err
 	}
 	var held *lease.HeldError
@@ -356,7 +357,7 @@ func (s *Store) recordOf(l *coordv1.Lease, name string) (lease.Record, error) {
 	if err != nil {
 		return lease.Record{}, err
 	}
-	if r == nil {
+	if r == nil || r.empty() {
 		return lease.Record{}, lease.ErrNotFound
 	}
 	return r.view(name, lo), nil
@@ -381,14 +382,16 @@ func (s *Store) List(ctx context.Context) ([]lease.Record, error) {
 			if err != nil {
 				return nil, err
 			}
-			recs = append(recs, r.view(name, lo))
+			if !r.empty() {
+				recs = append(recs, r.view(name, lo))
+			}
 		case kindGroup:
 			g, err := decodeGroup(l)
 			if err != nil {
 				return nil, lease.Refused(err)
 			}
 			for p, r := range g.Leases {
-				if r != nil {
+				if r != nil && !r.empty() {
 					recs = append(recs, r.view(lease.PartitionKey(name, p), lo))
 				}
 			}

@@ -73,16 +73,6 @@ func (m *Memory) Forget(ctx context.Context, name string) error {
 	return nil
 }
 
-// campaigner returns s as a lease.Campaigner, failing t if it is not one.
-func campaigner(t *testing.T, s lease.Store) lease.Campaigner {
-	t.Helper()
-	c, ok := s.(lease.Campaigner)
-	if !ok {
-		t.Fatalf("%T is not a lease.Campaigner", s)
-	}
-	return c
-}
-
 // standings reads name's candidates, failing t on an error.
 func standings(ctx context.Context, t *testing.T, c lease.Campaigner, name string) map[string]lease.Standing {
 	t.Helper()
@@ -107,7 +97,7 @@ func standings(ctx context.Context, t *testing.T, c lease.Campaigner, name strin
 // Candidacy; a candidate of another name does not show.
 func testCandidacy(t *testing.T, h Harness) {
 	s := open(t, h)
-	c := campaigner(t, s)
+	c := s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second
@@ -169,7 +159,7 @@ func testCandidacy(t *testing.T, h Harness) {
 // named successor; withdrawing one that is no candidate does nothing.
 func testWithdraw(t *testing.T, h Harness) {
 	s := open(t, h)
-	c := campaigner(t, s)
+	c := s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second
@@ -211,7 +201,7 @@ func testWithdraw(t *testing.T, h Harness) {
 // record is ErrNotFound. (The model-based tests check ErrTokenAhead.)
 func testForget(t *testing.T, h Harness) {
 	s := open(t, h)
-	c := campaigner(t, s)
+	c := s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second

@@ -9,6 +9,6 @@ import "fmt"
 func ACLRules(prefix string) string {
 	return fmt.Sprintf("resetkeys ~%[1]s:* resetchannels &%[1]s:wake -@all +@connection "+
 		"+info +evalsha +eval +scan +subscribe +unsubscribe +wait "+
-		"+time +get +set +hmget +hget +hset +hsetnx +zadd +zscore +zrange +zrangebyscore +zremrangebyscore +zrem +pexpireat +publish",
+		"+time +get +set +del +hmget +hget +hset +hsetnx +zadd +zscore +zrange +zrangebyscore +zremrangebyscore +zrem +pexpireat +publish",
 		prefix)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,15 +119,7 @@ func TestOpenUnreachableIsNotRefused(t *testing.T) {
 // permissions the documentation lists, and runs every operation.
 func TestACLPermissions(t *testing.T) {
 	srv := redistest.StartServer(t)
-	admin := adminClient(t, srv.URL())
-	args := []any{"ACL", "SETUSER", "lr", "on", ">" + secret}
-	for _, a := range strings.Fields(ACLRules(DefaultPrefix)) {
-		args = append(args, a)
-	}
-	if err := admin.Do(testCtx(t), args...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	dsn := withUser(t, srv.URL(), "lr", secret)
+	dsn := aclUser(t, srv, ACLRules(DefaultPrefix))
 	a, b := openStore(t, dsn), openStore(t, dsn)
 	ctx := testCtx(t)
 	rec, err := a.Acquire(ctx, "n", "a", time.Minute)
@@ -148,11 +141,15 @@ func TestACLPermissions(t *testing.T) {
 	if _, err := b.RequestStepDown(ctx, "n", "b", time.Minute); err != nil {
 		t.Fatalf("RequestStepDown: %v", err)
 	}
+	campaign(t, b)
 	if err := a.Release(ctx, "n", "a", rec.Token); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if _, err := b.List(ctx); err != nil {
 		t.Fatalf("List: %v", err)
+	}
+	if err := forgetNow(ctx, a, "n"); err != nil {
+		t.Fatalf("Forget: %v", err)
 	}
 	if _, err := a.Join(ctx, "g", 2, "a", time.Minute); err != nil {
 		t.Fatalf("Join: %v", err)
@@ -167,6 +164,71 @@ func TestACLPermissions(t *testing.T) {
 	other := openStore(t, dsn+"?leaderrun_prefix=other")
 	if _, err := other.Acquire(ctx, "n", "a", time.Minute); !errors.Is(err, lease.ErrRefused) {
 		t.Errorf("Acquire under a prefix the user may not touch = %v, want ErrRefused", err)
+	}
+}
+
+// TestACLOfEarlierRulesCampaigns: a user with the rules ACLRules returned
+// before Forget (no DEL) still campaigns: Acquire, Campaign, Candidates
+// and Withdraw run only the commands it may run.
+func TestACLOfEarlierRulesCampaigns(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rules := strings.Replace(ACLRules(DefaultPrefix), " +del ", " ", 1)
+	if strings.Contains(rules, "+del") {
+		t.Fatalf("rules %q still allow DEL", rules)
+	}
+	dsn := aclUser(t, srv, rules)
+	a, b := openStore(t, dsn), openStore(t, dsn)
+	if _, err := a.Acquire(testCtx(t), "n", "a", time.Minute); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	campaign(t, b)
+}
+
+// aclUser creates a user with rules on srv and returns its DSN.
+func aclUser(t *testing.T, srv *redistest.Server, rules string) string {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", "lr", "on", ">" + secret}
+	for _, a := range strings.Fields(rules) {
+		args = append(args, a)
+	}
+	if err := adminClient(t, srv.URL()).Do(testCtx(t), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return withUser(t, srv.URL(), "lr", secret)
+}
+
+// campaign has c campaign through s for "n", held by another, refused,
+// listed with what it said, and withdrawn.
+func campaign(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := testCtx(t)
+	said := lease.Candidacy{Priority: 2, Note: "n"}
+	if err := s.Campaign(ctx, "n", "c", said, time.Minute); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	if _, err := s.Acquire(ctx, "n", "c", time.Minute); !isHeld(err) {
+		t.Fatalf("Acquire of a held name by a campaigner = %v, want *lease.HeldError", err)
+	}
+	got, err := s.Candidates(ctx, "n")
+	if err != nil {
+		t.Fatalf("Candidates: %v", err)
+	}
+	if i := slices.IndexFunc(got, func(c lease.Standing) bool { return c.Holder == "c" }); i < 0 || got[i].Candidacy != said {
+		t.Fatalf("Candidates = %+v, want c with %+v", got, said)
+	}
+	if err := s.Withdraw(ctx, "n", "c"); err != nil {
+		t.Fatalf("Withdraw: %v", err)
+	}
+}
+
+// forgetNow is Forget, again while the token is ahead of the clock.
+func forgetNow(ctx context.Context, s *Store, name string) error {
+	for {
+		err := s.Forget(ctx, name)
+		if !errors.Is(err, lease.ErrTokenAhead) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

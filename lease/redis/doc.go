@@ -34,8 +34,11 @@
 // without expiry: the record's own expiry field, on the server's clock,
 // decides), its last token P:token:{NAME} (never expires) and its
 // candidates P:cand:{NAME} (a sorted set that expires with its last
-// entry). A group has P:group:{GROUP} (its number of partitions) and
-// P:members:{GROUP} (a sorted set of identities by expiry); its partitions
+// entry), with what they said when they campaigned (lease.Candidacy) in
+// P:cattr:{NAME}, a sorted set beside it scored alike, which a leaderrun
+// that knows nothing of it leaves alone. A group has P:group:{GROUP} (its
+// number of partitions) and P:members:{GROUP} (a sorted set of identities
+// by expiry); its partitions
 // are lease records named by lease.PartitionKey, P:lease:{GROUP} #3. The
 // braces are Redis Cluster hash tags, so that every script's keys share a
 // slot, but the store connects to one server and does not follow cluster

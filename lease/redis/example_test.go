@@ -39,5 +39,5 @@ func ExampleOpen() {
 // prefix and do nothing else.
 func ExampleACLRules() {
 	fmt.Println("ACL SETUSER leaderrun on >PASSWORD " + redis.ACLRules("leaderrun"))
-	// Output: ACL SETUSER leaderrun on >PASSWORD resetkeys ~leaderrun:* resetchannels &leaderrun:wake -@all +@connection +info +evalsha +eval +scan +subscribe +unsubscribe +wait +time +get +set +hmget +hget +hset +hsetnx +zadd +zscore +zrange +zrangebyscore +zremrangebyscore +zrem +pexpireat +publish
+	// Output: ACL SETUSER leaderrun on >PASSWORD resetkeys ~leaderrun:* resetchannels &leaderrun:wake -@all +@connection +info +evalsha +eval +scan +subscribe +unsubscribe +wait +time +get +set +del +hmget +hget +hset +hsetnx +zadd +zscore +zrange +zrangebyscore +zremrangebyscore +zrem +pexpireat +publish
 }

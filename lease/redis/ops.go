@@ -18,7 +18,7 @@ import (
 // or expired by the server's clock and no step-down reservation keeps
 // holder out, in one script, and publishes name on the wake-up channel.
 // Otherwise the same script records holder as a candidate, seen until now
-// + 2×ttl, and Acquire returns a *lease.HeldError built from the record it
+// + 2×ttl with what it said when it campaigned kept, and Acquire returns a *lease.HeldError built from the record it
 // read. The new token is max(last token + 1, server clock in
 // milliseconds); the last token lives in a key of its own that never
 // expires. A script whose outcome is unknown returns an error.
@@ -38,7 +38,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead lease.R
 		return lease.Record{}, fmt.Errorf("%s: %w", op, errTTL)
 	}
 	reply, err := s.run(ctx, s.scripts.acquire, true,
-		[]string{s.keys.lease(name), s.keys.token(name), s.keys.cand(name)},
+		[]string{s.keys.lease(name), s.keys.token(name), s.keys.cand(name), s.keys.cattr(name)},
 		name, holder, ttl.Microseconds(), dead.Holder, dead.Token, s.channel)
 	if err != nil {
 		return lease.Record{}, s.wrap(op, err)

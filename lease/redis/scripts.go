@@ -21,6 +21,7 @@ var luaFiles embed.FS
 type scripts struct {
 	acquire, renew, annotate, release, stepDown, get *goredis.Script
 	join, renewMember, leave, getGroup               *goredis.Script
+	campaign, candidates, withdraw, forget           *goredis.Script
 }
 
 // loadScripts loads the scripts; edit, set by tests only, rewrites each
@@ -52,6 +53,10 @@ func loadScripts(edit func(string) string) scripts {
 		renewMember: lua("common", "group", "renewmember"),
 		leave:       lua("common", "group", "leave"),
 		getGroup:    lua("common", "group", "getgroup"),
+		campaign:    lua("common", "campaign"),
+		candidates:  lua("common", "candidates"),
+		withdraw:    lua("common", "withdraw"),
+		forget:      lua("common", "forget"),
 	}
 }
 
@@ -60,12 +65,14 @@ func loadScripts(edit func(string) string) scripts {
 //	P:lease:{NAME}       the lease record of NAME (a hash)
 //	P:token:{NAME}       the last token granted for NAME (a string, never expires)
 //	P:cand:{NAME}        NAME's candidates (a sorted set: holder → seen until)
-//	P:lease:{GROUP} #3   partition 3 of GROUP; likewise token and cand
+//	P:cattr:{NAME}       what they said when they campaigned (a sorted set:
+//	                     "HOLDER\x00ATTRIBUTES" → seen until; see lua/common.lua)
+//	P:lease:{GROUP} #3   partition 3 of GROUP; likewise token, cand and cattr
 //	P:group:{GROUP}      GROUP's number of partitions (a hash)
 //	P:members:{GROUP}    GROUP's members (a sorted set: identity → expiry)
 //
 // The braces are Redis Cluster hash tags: every key a script touches (a
-// name's three keys; a group's own keys and all its partitions' records)
+// name's four keys; a group's own keys and all its partitions' records)
 // hashes to one slot.
 type keys struct {
 	prefix string // "P:"
@@ -74,6 +81,7 @@ type keys struct {
 func (k keys) lease(name string) string { return k.of("lease", name) }
 func (k keys) token(name string) string { return k.of("token", name) }
 func (k keys) cand(name string) string  { return k.of("cand", name) }
+func (k keys) cattr(name string) string { return k.of("cattr", name) }
 
 func (k keys) of(kind, name string) string {
 	if group, p, ok := lease.SplitPartitionKey(name); ok {

@@ -13,6 +13,8 @@
 // Such a child then waits for the lock in the background, so that it holds
 // it once the other is gone and the next child is judged against it too.
 //
+// With -mode check it is a health check instead (see check).
+//
 // Each file holds one line: "pid ppid mono_ns token partition lock holder
 // pidns", where token is LEADERRUN_TOKEN, partition LEADERRUN_PARTITION and
 // holder LEADERRUN_HOLDER ("-" when unset), lock is 1 when the lock was
@@ -40,10 +42,13 @@ import (
 func main() {
 	started := mono.Now()
 	dir := flag.String("dir", "", "directory to record start and stop in")
-	mode := flag.String("mode", "hold", "hold: wait for a stop signal; exit: exit at once")
+	mode := flag.String("mode", "hold", "hold: wait for a stop signal; exit: exit at once; check: a health check, failing while DIR/sick-HOLDER exists")
 	maxLife := flag.Duration("max", 30*time.Minute, "exit after this long in any case")
 	lock := flag.Bool("lock", false, "take an exclusive flock on DIR/lock-PARTITION and record whether it was free")
 	flag.Parse()
+	if *mode == "check" {
+		check(*dir, started)
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	locked := "-"
@@ -91,6 +96,17 @@ func takeLock(dir string) (bool, error) {
 	}
 	f.Close()
 	return false, err
+}
+
+// check is -mode check, a health check: it exits 0 unless DIR/sick-HOLDER
+// exists (HOLDER is LEADERRUN_HOLDER), in which case it records the
+// reading at which it ran in DIR/fail-PID-MONO_NS and exits 1.
+func check(dir string, at int64) {
+	if _, err := os.Stat(filepath.Join(dir, "sick-"+os.Getenv("LEADERRUN_HOLDER"))); err != nil {
+		os.Exit(0)
+	}
+	record(dir, "fail", at, "-")
+	os.Exit(1)
 }
 
 // held keeps the lock's file from being collected (and closed).

@@ -1,6 +1,6 @@
 -- Acquire and Seize.
 -- KEYS: 1 lease record, 2 last token (no expiry), 3 candidates (holder →
--- seen until).
+-- seen until), 4 their attributes (see common.lua).
 -- ARGV: 1 name, 2 holder, 3 ttl µs, 4 dead holder, 5 dead token (Seize;
 -- '' and 0 for Acquire), 6 wake-up channel.
 -- Reply: result(1, granted record) or result(0, the record that refuses).
@@ -19,10 +19,15 @@ if cur then
     end
   end
   if blocked then
-    redis.call('ZADD', KEYS[3], int(now + 2 * ttl), holder)
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', int(now))
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', KEYS[3], int(math.ceil(tonumber(last[2]) / 1000)))
+    -- Seen again (lease.SeeAgain): what holder said, if anything, is
+    -- kept and lasts as long.
+    local seen = int(now + 2 * ttl)
+    redis.call('ZADD', KEYS[3], seen, holder)
+    local said = findAttrs(KEYS[4], holder)
+    if said then
+      redis.call('ZADD', KEYS[4], seen, said)
+    end
+    tidyCandidates(KEYS[3], KEYS[4])
     return result(0, cur)
   end
 end

@@ -76,3 +76,37 @@ end
 local function result(status, r)
   return {status, int(now), fields(r)}
 end
+
+-- A candidate's attributes, what it said when it campaigned, live in a
+-- sorted set beside the candidates: one member per candidate that said
+-- anything, HOLDER .. '\0' .. ATTRIBUTES (an identity holds no control
+-- character), scored as the candidate, seen until, so that they end with
+-- it. A leaderrun that does not know them extends the candidate alone:
+-- its own candidates have none. ATTRIBUTES is "PRIORITY PREEMPT
+-- INELIGIBLE_UNTIL NOTE": PREEMPT '0' or '1', INELIGIBLE_UNTIL µs or 0,
+-- the note, last, any bytes.
+
+-- findAttrs returns holder's member in the attributes set attrs, or nil.
+local function findAttrs(attrs, holder)
+  local prefix = holder .. '\0'
+  for _, m in ipairs(redis.call('ZRANGE', attrs, 0, -1)) do
+    if string.sub(m, 1, #prefix) == prefix then
+      return m
+    end
+  end
+  return nil
+end
+
+-- tidyCandidates drops the candidates in cand that ended, and their
+-- attributes in attrs, and makes both keys expire with the last
+-- candidate.
+local function tidyCandidates(cand, attrs)
+  redis.call('ZREMRANGEBYSCORE', cand, '-inf', int(now))
+  redis.call('ZREMRANGEBYSCORE', attrs, '-inf', int(now))
+  local last = redis.call('ZRANGE', cand, -1, -1, 'WITHSCORES')
+  if #last > 0 then
+    local at = int(math.ceil(tonumber(last[2]) / 1000))
+    redis.call('PEXPIREAT', cand, at)
+    redis.call('PEXPIREAT', attrs, at)
+  end
+end
