@@ -21,8 +21,8 @@ import (
 // holders, on one name and on a group's partitions, and steps of the
 // store's clock, applied to a store and to the lease rules of package
 // lease (Grant, Renew, StepDown and the others), which must agree on
-// every result and every record; on a store that is a lease.Campaigner,
-// its candidacies too (Campaign, Withdraw, Candidates, Forget). A failing sequence is shrunk (operations
+// every result and every record, candidacies included (Campaign,
+// Withdraw, Candidates, Forget). A failing sequence is shrunk (operations
 // dropped while it still fails) and reported with its seed.
 //
 // Environment:
@@ -184,8 +184,7 @@ func RunModel(t *testing.T, h ModelHarness) {
 				if int(i) >= len(seeds) {
 					return
 				}
-				_, campaigns := s.Store.(lease.Campaigner)
-				seq := r.generate(seeds[i], s.Plant != nil, campaigns)
+				seq := r.generate(seeds[i], s.Plant != nil)
 				ops.Add(int64(len(seq)))
 				if f := r.run(s, seq); f != nil {
 					if failed.CompareAndSwap(false, true) {

@@ -15,8 +15,7 @@ import (
 
 // The candidacies of the model-based test (lease.Campaigner): what a
 // candidate said of itself, how the model keeps it, and the operations
-// Campaign, Withdraw, Candidates and Forget. They run on a store that
-// implements lease.Campaigner, and on no other.
+// Campaign, Withdraw, Candidates and Forget.
 
 // mcand is a candidate in the model.
 type mcand struct {
@@ -119,8 +118,8 @@ func isCampaign(k opKind) bool {
 	return k == opCampaign || k == opWithdraw || k == opCandidates || k == opForget
 }
 
-// campaignWeights are the operations of lease.Campaigner a sequence draws
-// from, when the store implements it.
+// campaignWeights are how often a sequence draws the operations of
+// lease.Campaigner.
 var campaignWeights = []opWeight{{opCampaign, 8}, {opWithdraw, 2}, {opCandidates, 5}, {opForget, 3}}
 
 var (
@@ -150,11 +149,7 @@ func (r *modelRun) drawCampaign(rnd *rand.Rand, o *op) {
 }
 
 // execCampaign runs x, an operation of lease.Campaigner, on the store.
-func execCampaign(ctx context.Context, s lease.Store, x resolved) outcome {
-	cs, ok := s.(lease.Campaigner)
-	if !ok {
-		return outcome{err: fmt.Sprintf("error: %T is not a lease.Campaigner", s)}
-	}
+func execCampaign(ctx context.Context, cs lease.Campaigner, x resolved) outcome {
 	switch x.kind {
 	case opCampaign:
 		return outcomeOf(nil, cs.Campaign(ctx, x.name, x.holder, x.cand, x.ttl))

@@ -34,7 +34,7 @@ const (
 	opStep     // let d pass
 	opDeadline // go to the k-th deadline ahead, and d beyond (−1 ms, 0, +1 ms)
 	opPlant    // plant an expired or released record with a token far ahead of the clock
-	opCampaign // lease.Campaigner's operations, from here on
+	opCampaign // lease.Campaigner's, from here on
 	opWithdraw
 	opCandidates
 	opForget
@@ -77,10 +77,9 @@ type opWeight struct {
 	w    int
 }
 
-// generate draws the sequence of seed: with plants when the store can
-// plant records, with the operations of lease.Campaigner when it
-// implements them.
-func (r *modelRun) generate(seed uint64, plants, campaigns bool) []op {
+// generate draws the sequence of seed, with plants when the store can
+// plant records.
+func (r *modelRun) generate(seed uint64, plants bool) []op {
 	rnd := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	pick := func(ds []time.Duration) time.Duration { return ds[rnd.IntN(len(ds))] }
 	weights := []opWeight{
@@ -88,11 +87,9 @@ func (r *modelRun) generate(seed uint64, plants, campaigns bool) []op {
 		{opGet, 4}, {opList, 2}, {opJoin, 6}, {opRenewMember, 7}, {opLeave, 2}, {opGetGroup, 3},
 		{opStep, 12}, {opDeadline, 9},
 	}
+	weights = append(weights, campaignWeights...)
 	if plants {
 		weights = append(weights, opWeight{opPlant, 2})
-	}
-	if campaigns {
-		weights = append(weights, campaignWeights...)
 	}
 	total := 0
 	for _, w := range weights {
@@ -170,16 +167,12 @@ func (r *modelRun) generate(seed uint64, plants, campaigns bool) []op {
 		seq = append(seq, o)
 		// A name released and forgotten within one millisecond: its
 		// token is not yet behind the clock (lease.ErrTokenAhead).
-		if campaigns && o.kind == opRelease && rnd.IntN(3) == 0 {
+		if o.kind == opRelease && rnd.IntN(3) == 0 {
 			seq = append(seq, op{kind: opForget, target: o.target})
 		}
 	}
 	// Every sequence ends by reading back all it wrote.
-	seq = append(seq, op{kind: opGet}, op{kind: opGetGroup}, op{kind: opList})
-	if campaigns {
-		seq = append(seq, op{kind: opCandidates})
-	}
-	return seq
+	return append(seq, op{kind: opGet}, op{kind: opGetGroup}, op{kind: opList}, op{kind: opCandidates})
 }
 
 // tenure is a grant of a name, as the store made it.
