@@ -561,7 +561,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 		if err != nil {
 			return "deadline", "read the store's clock: " + err.Error()
 		}
-		ds := rs.states[0].deadlines(now)
+		ds := rs.states[0].deadlines(now, r.horizon())
 		if len(ds) == 0 {
 			return "deadline: none ahead", ""
 		}
@@ -651,6 +651,15 @@ func addState(states []*mstate, m *mstate) []*mstate {
 		return states
 	}
 	return append(states, m)
+}
+
+// horizon bounds how far ahead a deadline a sequence goes to may lie:
+// four times the longest duration it uses, past the ends of leases,
+// candidates and ineligibilities that end within a sequence, and short
+// of one that is to outlast it (an hour's), which a real clock would
+// have to wait for.
+func (r *modelRun) horizon() time.Duration {
+	return 4 * max(slices.Max(r.h.TTLs), slices.Max(r.h.Windows))
 }
 
 func (r *modelRun) clockLine(ctx context.Context, s ModelStore, rs *runState, what string) (string, string) {

@@ -376,11 +376,11 @@ func (m *mstate) list(prefix string, c *chooser) []lease.Record {
 
 // deadlines are the instants ahead of now at which something in the state
 // changes: leases' and reservations' ends, candidates' and their
-// ineligibilities', members'.
-func (m *mstate) deadlines(now time.Time) []time.Time {
+// ineligibilities', members'; those within horizon.
+func (m *mstate) deadlines(now time.Time, horizon time.Duration) []time.Time {
 	var out []time.Time
 	add := func(s span) {
-		if s.lo.After(now) {
+		if s.lo.After(now) && s.lo.Sub(now) <= horizon {
 			out = append(out, s.lo)
 		}
 	}
