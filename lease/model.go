@@ -145,7 +145,9 @@ func Campaign(holder string, c Candidacy, ttl time.Duration, now time.Time) Cand
 
 // SeeAgain is the candidate a refused Acquire or Seize by prev's holder
 // at now leaves: prev, seen until now + 2×ttl, with what it said (a
-// store may keep prev instead while it is Fresh).
+// store may keep prev instead while it is Fresh). A candidate no longer
+// Live may be gone already, and what it said with it (stores prune
+// them): the refusal then records Seen.
 func SeeAgain(prev Candidate, ttl time.Duration, now time.Time) Candidate {
 	prev.SeenUntil = now.Add(2 * ttl)
 	return prev

@@ -35,7 +35,7 @@ func TestModel(t *testing.T) {
 						next := &rec{Holder: planted.Holder, Token: planted.Token, AcquiredUS: at, RenewedUS: at,
 							TTLMS: 1000, Released: planted.Released}
 						if cur != nil {
-							next.Candidates = cur.Candidates
+							next.Candidates, next.attrs = cur.Candidates, cur.attrs
 						}
 						return next, nil
 					})

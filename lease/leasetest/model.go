@@ -21,7 +21,8 @@ import (
 // holders, on one name and on a group's partitions, and steps of the
 // store's clock, applied to a store and to the lease rules of package
 // lease (Grant, Renew, StepDown and the others), which must agree on
-// every result and every record. A failing sequence is shrunk (operations
+// every result and every record, candidacies included (Campaign,
+// Withdraw, Candidates, Forget). A failing sequence is shrunk (operations
 // dropped while it still fails) and reported with its seed.
 //
 // Environment:

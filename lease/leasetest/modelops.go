@@ -34,10 +34,15 @@ const (
 	opStep     // let d pass
 	opDeadline // go to the k-th deadline ahead, and d beyond (−1 ms, 0, +1 ms)
 	opPlant    // plant an expired or released record with a token far ahead of the clock
+	opCampaign // lease.Campaigner's, from here on
+	opWithdraw
+	opCandidates
+	opForget
 )
 
 var opNames = [...]string{"acquire", "seize", "renew", "annotate", "release", "step-down", "get", "list",
-	"join", "renew-member", "leave", "get-group", "step", "deadline", "plant"}
+	"join", "renew-member", "leave", "get-group", "step", "deadline", "plant",
+	"campaign", "withdraw", "candidates", "forget"}
 
 // modelPartitions is the number of partitions of a sequence's group.
 const modelPartitions = 3
@@ -63,34 +68,38 @@ type op struct {
 	d      time.Duration // a clock step
 	k      int           // claims (a bit per partition), the deadline's index, a join's partitions, a plant's released bit
 	where  string
+	cand   lease.Candidacy // a campaign's
 }
 
-// generate draws the sequence of seed.
+// opWeight is how often a sequence draws an operation of a kind.
+type opWeight struct {
+	kind opKind
+	w    int
+}
+
+// generate draws the sequence of seed, with plants when the store can
+// plant records.
 func (r *modelRun) generate(seed uint64, plants bool) []op {
 	rnd := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	pick := func(ds []time.Duration) time.Duration { return ds[rnd.IntN(len(ds))] }
-	weights := []struct {
-		kind opKind
-		w    int
-	}{
+	weights := []opWeight{
 		{opAcquire, 16}, {opSeize, 4}, {opRenew, 10}, {opAnnotate, 3}, {opRelease, 8}, {opStepDown, 7},
 		{opGet, 4}, {opList, 2}, {opJoin, 6}, {opRenewMember, 7}, {opLeave, 2}, {opGetGroup, 3},
-		{opStep, 12}, {opDeadline, 9}, {opPlant, 2},
+		{opStep, 12}, {opDeadline, 9},
+	}
+	weights = append(weights, campaignWeights...)
+	if plants {
+		weights = append(weights, opWeight{opPlant, 2})
 	}
 	total := 0
 	for _, w := range weights {
-		if w.kind != opPlant || plants {
-			total += w.w
-		}
+		total += w.w
 	}
-	seq := make([]op, 0, r.h.Length+3)
+	seq := make([]op, 0, r.h.Length+4)
 	for range r.h.Length {
 		n := rnd.IntN(total)
 		var o op
 		for _, w := range weights {
-			if w.kind == opPlant && !plants {
-				continue
-			}
 			if n < w.w {
 				o.kind = w.kind
 				break
@@ -152,10 +161,18 @@ func (r *modelRun) generate(seed uint64, plants bool) []op {
 		if o.kind == opAnnotate {
 			o.where = fmt.Sprintf("w%d", rnd.IntN(10))
 		}
+		if isCampaign(o.kind) {
+			r.drawCampaign(rnd, &o)
+		}
 		seq = append(seq, o)
+		// A name released and forgotten within one millisecond: its
+		// token is not yet behind the clock (lease.ErrTokenAhead).
+		if o.kind == opRelease && rnd.IntN(3) == 0 {
+			seq = append(seq, op{kind: opForget, target: o.target})
+		}
 	}
 	// Every sequence ends by reading back all it wrote.
-	return append(seq, op{kind: opGet}, op{kind: opGetGroup}, op{kind: opList})
+	return append(seq, op{kind: opGet}, op{kind: opGetGroup}, op{kind: opList}, op{kind: opCandidates})
 }
 
 // tenure is a grant of a name, as the store made it.
@@ -273,6 +290,9 @@ type outcome struct {
 	group *lease.Group
 	recs  []lease.Record
 	have  int // a *lease.PartitionsError's Have
+	// listed marks the outcome of Candidates, cands its list.
+	listed bool
+	cands  []lease.Standing
 }
 
 func outcomeOf(rec *lease.Record, err error) outcome {
@@ -287,7 +307,8 @@ func outcomeOf(rec *lease.Record, err error) outcome {
 	case errors.As(err, &parts):
 		return outcome{err: "partitions", have: parts.Have}
 	}
-	for _, e := range []error{lease.ErrLost, lease.ErrNotFound, lease.ErrNotHeld, lease.ErrAlreadyLeader, lease.ErrUnknownSuccessor} {
+	for _, e := range []error{lease.ErrLost, lease.ErrNotFound, lease.ErrNotHeld, lease.ErrAlreadyLeader, lease.ErrUnknownSuccessor,
+		lease.ErrTokenAhead} {
 		if errors.Is(err, e) {
 			return outcome{err: e.Error()}
 		}
@@ -337,6 +358,8 @@ func (rs *runState) exec(ctx context.Context, s lease.Store, x resolved) outcome
 	case opGetGroup:
 		g, err := s.GetGroup(ctx, x.name)
 		return groupOutcome(g, err)
+	case opCampaign, opWithdraw, opCandidates, opForget:
+		return execCampaign(ctx, s, x)
 	}
 	panic("not a store operation")
 }
@@ -461,6 +484,8 @@ func (r *modelRun) apply(rs *runState, m *mstate, x resolved, c *chooser) outcom
 		}
 		view := m.group(x.name, c)
 		return outcome{group: &view}
+	case opCampaign, opWithdraw, opCandidates, opForget:
+		return applyCampaign(m, x, c)
 	}
 	panic("not a store operation")
 }
@@ -536,7 +561,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 		if err != nil {
 			return "deadline", "read the store's clock: " + err.Error()
 		}
-		ds := rs.states[0].deadlines(now)
+		ds := rs.states[0].deadlines(now, r.horizon())
 		if len(ds) == 0 {
 			return "deadline: none ahead", ""
 		}
@@ -566,7 +591,7 @@ func (r *modelRun) step(ctx context.Context, s ModelStore, rs *runState, o op) (
 	if err != nil {
 		return describeOp(x), "read the store's clock: " + err.Error()
 	}
-	got := rs.exec(ctx, s, x)
+	got := rs.exec(ctx, s.Store, x)
 	after := before
 	if !clock.Exact() {
 		if after, err = clock.Now(ctx); err != nil {
@@ -628,6 +653,15 @@ func addState(states []*mstate, m *mstate) []*mstate {
 	return append(states, m)
 }
 
+// horizon bounds how far ahead a deadline a sequence goes to may lie:
+// four times the longest duration it uses, past the ends of leases,
+// candidates and ineligibilities that end within a sequence, and short
+// of one that is to outlast it (an hour's), which a real clock would
+// have to wait for.
+func (r *modelRun) horizon() time.Duration {
+	return 4 * max(slices.Max(r.h.TTLs), slices.Max(r.h.Windows))
+}
+
 func (r *modelRun) clockLine(ctx context.Context, s ModelStore, rs *runState, what string) (string, string) {
 	now, err := s.Clock.Now(ctx)
 	if err != nil {
@@ -661,8 +695,11 @@ func describeOp(x resolved) string {
 		fmt.Fprintf(&b, " %d partitions by %s for %v", x.k, x.holder, x.ttl)
 	case opRenewMember:
 		fmt.Fprintf(&b, " by %s claims %v for %v", x.holder, x.claims, x.ttl)
-	case opLeave:
+	case opLeave, opWithdraw:
 		fmt.Fprintf(&b, " by %s", x.holder)
+	case opCampaign:
+		fmt.Fprintf(&b, " by %s for %v: priority %d preempt %v ineligible %v note %q", x.holder, x.ttl,
+			x.cand.Priority, x.cand.Preempt, x.cand.Ineligible, x.cand.Note)
 	}
 	return b.String()
 }
@@ -691,6 +728,12 @@ func describe(o outcome) string {
 	}
 	for _, rec := range o.recs {
 		fmt.Fprintf(&b, "; %s %s", rec.Name, describeRecord(rec))
+	}
+	if o.listed {
+		b.WriteString(" candidates")
+		for _, s := range o.cands {
+			b.WriteString(" " + describeStanding(s))
+		}
 	}
 	return b.String()
 }
@@ -728,6 +771,13 @@ func (r *modelRun) compare(got outcome, w world) string {
 		return fmt.Sprintf("the store's partitions %d, the model's %d", got.have, e.have)
 	case (got.rec == nil) != (e.rec == nil):
 		return "a record where none was expected, or none where one was"
+	case got.listed != e.listed:
+		return "a list of candidates where none was expected, or none where one was"
+	}
+	if e.listed {
+		if why := r.compareStandings(got.cands, e.cands, l.cands); why != "" {
+			return why
+		}
 	}
 	if e.rec != nil && got.rec != nil {
 		if why := r.compareRecord(*got.rec, *e.rec, *l.rec); why != "" {

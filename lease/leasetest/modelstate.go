@@ -58,12 +58,12 @@ type mgroup struct {
 // mstate is the model's store: records, candidates and groups.
 type mstate struct {
 	recs   map[string]*mrec
-	cands  map[string]map[string]span // name → holder → seen until
+	cands  map[string]map[string]mcand // name → holder → candidate
 	groups map[string]*mgroup
 }
 
 func newState() *mstate {
-	return &mstate{recs: map[string]*mrec{}, cands: map[string]map[string]span{}, groups: map[string]*mgroup{}}
+	return &mstate{recs: map[string]*mrec{}, cands: map[string]map[string]mcand{}, groups: map[string]*mgroup{}}
 }
 
 func (m *mstate) clone() *mstate {
@@ -90,8 +90,10 @@ func merge(early, late *mstate) *mstate {
 		r.expires.hi, r.reserved.hi = l.expires.hi, l.reserved.hi
 	}
 	for k, cs := range out.cands {
-		for h, s := range cs {
-			cs[h] = span{s.lo, late.cands[k][h].hi}
+		for h, mc := range cs {
+			l := late.cands[k][h]
+			mc.seen.hi, mc.inelig.hi = l.seen.hi, l.inelig.hi
+			cs[h] = mc
 		}
 	}
 	for k, g := range out.groups {
@@ -111,8 +113,10 @@ func (m *mstate) union(o *mstate) *mstate {
 		r.expires, r.reserved = r.expires.union(o.recs[k].expires), r.reserved.union(o.recs[k].reserved)
 	}
 	for k, cs := range out.cands {
-		for h, s := range cs {
-			cs[h] = s.union(o.cands[k][h])
+		for h, mc := range cs {
+			oc := o.cands[k][h]
+			mc.seen, mc.inelig = mc.seen.union(oc.seen), mc.inelig.union(oc.inelig)
+			cs[h] = mc
 		}
 	}
 	for k, g := range out.groups {
@@ -137,6 +141,11 @@ func (m *mstate) sameShape(o *mstate) bool {
 	for k, cs := range m.cands {
 		if !sameKeys(cs, o.cands[k]) {
 			return false
+		}
+		for h, mc := range cs {
+			if !mc.sameSaid(o.cands[k][h]) {
+				return false
+			}
 		}
 	}
 	for k, g := range m.groups {
@@ -276,31 +285,41 @@ func (m *mstate) write(name string, rec lease.Record, expires, reserved *span) {
 }
 
 // see records holder as a candidate for name after a refusal with ttl
-// (lease.Seen); a store that KeepsFresh may have kept a Fresh one.
+// (lease.Seen, or lease.SeeAgain keeping what it said); a store that
+// KeepsFresh may have kept a Fresh one.
 func (m *mstate) see(name, holder string, ttl time.Duration, c *chooser, keepsFresh bool) {
 	seen := c.after(2 * ttl)
-	if old, ok := m.cands[name][holder]; ok && keepsFresh && old.hi.After(c.w.lo.Add(ttl)) {
-		seen = old.union(seen)
+	old, ok := m.cands[name][holder]
+	if !ok {
+		m.setCandidate(name, holder, mcand{seen: seen})
+		return
 	}
-	m.setCandidate(name, holder, seen)
+	next := again(old, holder, ttl, c)
+	if keepsFresh && old.seen.hi.After(c.w.lo.Add(ttl)) {
+		next.seen = old.seen.union(seen)
+	}
+	m.setCandidate(name, holder, next)
 }
 
 // seeGranted records that a store that SeesGranted may have recorded
-// holder, granted name with ttl, as a candidate.
+// holder, granted name with ttl, as a candidate, keeping what it said.
 func (m *mstate) seeGranted(name, holder string, ttl time.Duration, c *chooser) {
 	seen := c.after(2 * ttl)
 	old, ok := m.cands[name][holder]
 	if !ok {
-		old = span{hi: seen.hi}
+		m.setCandidate(name, holder, mcand{seen: span{hi: seen.hi}})
+		return
 	}
-	m.setCandidate(name, holder, old.union(seen))
+	next := again(old, holder, ttl, c)
+	next.seen = old.seen.union(seen)
+	m.setCandidate(name, holder, next)
 }
 
-func (m *mstate) setCandidate(name, holder string, s span) {
+func (m *mstate) setCandidate(name, holder string, mc mcand) {
 	if m.cands[name] == nil {
-		m.cands[name] = map[string]span{}
+		m.cands[name] = map[string]mcand{}
 	}
-	m.cands[name][holder] = s
+	m.cands[name][holder] = mc
 }
 
 // liveSuccessor reports whether successor is a live successor for name
@@ -308,9 +327,9 @@ func (m *mstate) setCandidate(name, holder string, s span) {
 func (m *mstate) liveSuccessor(name, successor string, c *chooser) bool {
 	now := c.now()
 	var cand lease.Candidate
-	if s, ok := m.cands[name][successor]; ok && c.live(&s) {
+	if mc, ok := m.cands[name][successor]; ok && c.live(&mc.seen) {
 		cand = lease.Candidate{Holder: successor, SeenUntil: now.Add(time.Hour)}
-		m.cands[name][successor] = s
+		m.cands[name][successor] = mc
 	}
 	var memberUntil time.Time
 	if group, _, ok := lease.SplitPartitionKey(name); ok && !cand.Live(now) {
@@ -356,11 +375,12 @@ func (m *mstate) list(prefix string, c *chooser) []lease.Record {
 }
 
 // deadlines are the instants ahead of now at which something in the state
-// changes: leases' and reservations' ends, candidates' and members'.
-func (m *mstate) deadlines(now time.Time) []time.Time {
+// changes: leases' and reservations' ends, candidates' and their
+// ineligibilities', members'; those within horizon.
+func (m *mstate) deadlines(now time.Time, horizon time.Duration) []time.Time {
 	var out []time.Time
 	add := func(s span) {
-		if s.lo.After(now) {
+		if s.lo.After(now) && s.lo.Sub(now) <= horizon {
 			out = append(out, s.lo)
 		}
 	}
@@ -373,8 +393,9 @@ func (m *mstate) deadlines(now time.Time) []time.Time {
 		}
 	}
 	for _, cs := range m.cands {
-		for _, s := range cs {
-			add(s)
+		for _, mc := range cs {
+			add(mc.seen)
+			add(mc.inelig)
 		}
 	}
 	for _, g := range m.groups {
@@ -409,7 +430,15 @@ func (m *mstate) String(start time.Time) string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.cands)) {
 		for _, h := range slices.Sorted(maps.Keys(m.cands[k])) {
-			fmt.Fprintf(&b, "{candidate %s %s %s} ", k, h, rel(m.cands[k][h]))
+			mc := m.cands[k][h]
+			fmt.Fprintf(&b, "{candidate %s %s %s", k, h, rel(mc.seen))
+			if mc.said != (lease.Candidacy{}) {
+				fmt.Fprintf(&b, " priority %d preempt %v note %q", mc.said.Priority, mc.said.Preempt, mc.said.Note)
+			}
+			if !mc.inelig.hi.IsZero() {
+				fmt.Fprintf(&b, " ineligible %s", rel(mc.inelig))
+			}
+			b.WriteString("} ")
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.groups)) {
