@@ -190,6 +190,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				e.logHeld(log, held.Record)
 			}
 			leader = held.Record
+			e.seenAgain(ctx)
 			e.preempt(ctx, held.Record, log)
 			switch in := e.preemptIn(held.Record); {
 			case in > 0:

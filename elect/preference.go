@@ -42,6 +42,9 @@ type candidacy struct {
 	// published it, from which PreemptDelay counts.
 	published, since time.Duration
 	campaigned       bool
+	// refused is when this Elector's last Acquire was refused (which
+	// keeps its candidacy live), if any was.
+	refused time.Duration
 	// deferred: the holders this Elector handed a fresh grant to, and
 	// when, so that it defers to each at most once while that one's
 	// candidacy lasts (2 × LeaseDuration).
@@ -94,6 +97,21 @@ func (e *Elector) publish(ctx context.Context) {
 	}
 	e.cand.published = now
 	e.cand.mu.Unlock()
+}
+
+// seenAgain notes a refused Acquire, which keeps this replica's candidacy
+// live with what it said. After a gap of more than LeaseDuration since the
+// previous one (the store did not answer for a while), a store may have
+// pruned the candidacy, and what it said with it: it is published again.
+func (e *Elector) seenAgain(ctx context.Context) {
+	now := e.clock()()
+	e.cand.mu.Lock()
+	gap := e.cand.refused != 0 && now-e.cand.refused > e.LeaseDuration
+	e.cand.refused = now
+	e.cand.mu.Unlock()
+	if gap {
+		e.publish(ctx)
+	}
 }
 
 // SetIneligible makes this replica not preferred for d from now, with

@@ -3,6 +3,7 @@ package elect_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -201,5 +202,57 @@ func TestSuccessorIsTheEligibleHighest(t *testing.T) {
 		if err != nil || !ok || s.Holder != "z" {
 			t.Errorf("Successor = %+v, %v, %v; want z", s, ok, err)
 		}
+	})
+}
+
+// campaignCounter counts the candidacies published; while down, its
+// Acquire fails as an unreachable store's would.
+type campaignCounter struct {
+	*leasetest.Memory
+	n    atomic.Int32
+	down atomic.Bool
+}
+
+func (s *campaignCounter) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	if s.down.Load() {
+		return lease.Record{}, errors.New("connection refused")
+	}
+	return s.Memory.Acquire(ctx, name, holder, ttl)
+}
+
+func (s *campaignCounter) Campaign(ctx context.Context, name, holder string, c lease.Candidacy, ttl time.Duration) error {
+	s.n.Add(1)
+	return s.Memory.Campaign(ctx, name, holder, c, ttl)
+}
+
+// A follower publishes its candidacy once, and its refused Acquires keep
+// it live; after the store did not answer for longer than the TTL (which
+// may have let a store prune it) it publishes it again. A priority-0
+// follower's candidacy is its refusals alone.
+func TestFollowerPublishesOnceAndAfterAGap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s := &campaignCounter{Memory: &leasetest.Memory{}}
+		clock := newFakeClock()
+		leader := campaign(t, elector(s.Memory, "a", clock))
+		defer leader.Release(context.Background())
+		f := elector(s, "f", clock)
+		f.Candidacy.Priority = 3
+		campaignIn(ctx, f)
+		time.Sleep(10 * ttl)
+		synctest.Wait()
+		if n := s.n.Load(); n != 1 {
+			t.Fatalf("a follower at rest published its candidacy %d times in 10 TTLs, want once", n)
+		}
+		s.down.Store(true)
+		time.Sleep(3 * ttl)
+		s.down.Store(false)
+		time.Sleep(ttl)
+		synctest.Wait()
+		if n := s.n.Load(); n != 2 {
+			t.Errorf("after an outage of 3 TTLs the follower published %d times in all, want twice", n)
+		}
+		cancel()
 	})
 }
