@@ -248,6 +248,24 @@ func testForget(t *testing.T, h Harness) {
 	}
 }
 
+// testForgetWakesWaiter: a follower waiting on another handle learns at
+// once that the name it waits on was forgotten, as of a release.
+func testForgetWakesWaiter(t *testing.T, h Harness) {
+	a, b := open(t, h), open(t, h)
+	mustRelease(t, a, mustAcquire(t, a, "n", "a", ttl))
+	seen, err := b.Get(ctx(t), "n")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	woke := waitInBackground(t, b, "n", seen)
+	h.listening(t, b, "n")
+	forgotten := time.Now()
+	if err := forget(ctx(t), a, "n"); err != nil {
+		t.Fatalf("Forget of a released name: %v", err)
+	}
+	wantWoken(t, woke, forgotten)
+}
+
 // forget is Forget, tried again while the store says the token is ahead
 // of its clock (the release came within its millisecond).
 func forget(ctx context.Context, c lease.Campaigner, name string) error {

@@ -79,6 +79,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"CandidatesCarryCandidacy", testCandidacy},
 		{"WithdrawEndsCandidacy", testWithdraw},
 		{"ForgetDeletesOnlyAFreeName", testForget},
+		{"ForgetWakesWaiter", testForgetWakesWaiter},
 		{"GroupJoinExpiryAndLeave", testGroupMembers},
 		{"GroupPartitionCountIsFixed", testGroupPartitionCount},
 		{"GroupBadInputWritesNothing", testGroupBadInput},

@@ -99,51 +99,6 @@ func TestNoteKeepsItsBytes(t *testing.T) {
 	}
 }
 
-// TestForgetWakesWaiter: a waiter on another Store, listening, learns at
-// once that a name was forgotten.
-func TestForgetWakesWaiter(t *testing.T) {
-	dsn, _ := newSchema(t)
-	a, b := openStore(t, dsn), openStore(t, dsn)
-	ctx := testCtx(t)
-	rec, err := a.Acquire(ctx, "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx, "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
-	seen, err := b.Get(ctx, "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	woke := make(chan error, 1)
-	go func() { woke <- b.Wait(ctx, "n", seen, time.Hour) }()
-	listening(t, b, "n")
-	select {
-	case err := <-woke:
-		t.Fatalf("Wait returned before Forget: %v", err)
-	default:
-	}
-	for {
-		err := a.Forget(ctx, "n")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, lease.ErrTokenAhead) {
-			t.Fatalf("Forget: %v", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case err := <-woke:
-		if err != nil {
-			t.Errorf("Wait: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Wait did not return after Forget")
-	}
-}
-
 // TestForgetRefusesATokenAhead: a released name whose token is ahead of
 // the database's clock (written by a clock ahead, or restored) is not
 // forgotten, nor are its candidates.

@@ -120,54 +120,6 @@ func TestNoteKeepsItsBytes(t *testing.T) {
 	}
 }
 
-// TestForgetWakesWaiter: a waiter in another Store learns at once that a
-// name was forgotten.
-func TestForgetWakesWaiter(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "leaderrun.db")
-	a, b := openTest(t, path), openTest(t, path)
-	rec, err := a.Acquire(ctx(t), "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx(t), "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
-	seen, err := b.Get(ctx(t), "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	subscribed := make(chan struct{})
-	waitSubscribed = func() { close(subscribed) }
-	t.Cleanup(func() { waitSubscribed = nil })
-	woke := make(chan error, 1)
-	go func() { woke <- b.Wait(ctx(t), "n", seen, time.Hour) }()
-	select {
-	case <-subscribed:
-	case err := <-woke:
-		t.Fatalf("Wait returned before Forget: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Wait did not start")
-	}
-	for {
-		err := a.Forget(ctx(t), "n")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, lease.ErrTokenAhead) {
-			t.Fatalf("Forget: %v", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case err := <-woke:
-		if err != nil {
-			t.Errorf("Wait: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Wait did not return after Forget")
-	}
-}
-
 // TestForgetRefusesATokenAhead: a released name whose token is ahead of
 // the clock (a record written by a clock ahead) is not forgotten.
 func TestForgetRefusesATokenAhead(t *testing.T) {
