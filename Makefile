@@ -59,13 +59,13 @@ kube-apiserver:
 # The tests that need the API server (built first when it is missing); make
 # test skips them (LEADERRUN_TEST_KUBE_SKIP). The store's own, the leader
 # label's and the test helper's, the scripts run once per store
-# (TestFastStores, TestJudge, TestPartitions) on the k8s store alone, the
+# (TestFastStores, TestOperatorStores, TestJudge, TestPartitions) on the k8s store alone, the
 # end-to-end tests of the leader label, the manifests and the image's root
 # filesystem run as a pod (TestKube…; the last as root), and
 # the chaos suite's short mode on the k8s store (one name and partitioned).
 # A missing server fails them here, as in CI, instead of skipping.
 KUBE_PKGS = ./internal/testenv/kubetest ./lease/kubernetes ./podlabel
-KUBE_SCRIPTS = ^(TestFastStores|TestJudge|TestPartitions)$$/^k8s$$
+KUBE_SCRIPTS = ^(TestFastStores|TestOperatorStores|TestJudge|TestPartitions)$$/^k8s$$
 KUBE_CHAOS = ^TestChaos$$/^(k8s|partitioned-k8s)$$
 test-kube: kube-apiserver
 	LEADERRUN_TEST_KUBE_REQUIRED=1 $(GO) test $(TESTFLAGS) $(KUBE_PKGS)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -22,24 +21,7 @@ import (
 // (testdata/script/fast_*.txtar) once per store: every store takes a
 // proved-dead holder's name over with Seize, and wakes a leader for a
 // step-down request.
-func TestFastStores(t *testing.T) {
-	files, err := filepath.Glob("../testdata/script/fast_*.txtar")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fast path scripts: %v", err)
-	}
-	for _, s := range scriptStores {
-		t.Run(s.name, func(t *testing.T) {
-			storeFor := s.open(t)
-			p := scriptParams("", func(env *testscript.Env) error {
-				env.Setenv("LEADERRUN_STORE", storeFor(env))
-				env.Setenv("STORE_KIND", s.name)
-				return nil
-			}, s.name == "postgres")
-			p.Files = files
-			testscript.Run(t, p)
-		})
-	}
-}
+func TestFastStores(t *testing.T) { runFilesPerStore(t, "../testdata/script/fast_*.txtar") }
 
 // forgewhere NAME HOLDER_PIDFILE COMMAND_PIDFILE START_DELTA: rewrite the
 // Where of NAME's record, behind its holder's back, to name the process of

@@ -68,17 +68,33 @@ func TestNetwork(t *testing.T) {
 // runPerStore runs the scripts of dir once per store (of those named, or
 // every one), each script with LEADERRUN_STORE naming a store of its own.
 func runPerStore(t *testing.T, dir string, only ...string) {
+	perStore(t, dir, nil, only)
+}
+
+// runFilesPerStore runs the scripts that match pattern once per store, as
+// runPerStore does a directory's.
+func runFilesPerStore(t *testing.T, pattern string) {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts match %s: %v", pattern, err)
+	}
+	perStore(t, "", files, nil)
+}
+
+func perStore(t *testing.T, dir string, files, only []string) {
 	for _, s := range scriptStores {
 		if len(only) > 0 && !slices.Contains(only, s.name) {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
 			storeFor := s.open(t)
-			testscript.Run(t, scriptParams(dir, func(env *testscript.Env) error {
+			p := scriptParams(dir, func(env *testscript.Env) error {
 				env.Setenv("LEADERRUN_STORE", storeFor(env))
 				env.Setenv("STORE_KIND", s.name)
 				return nil
-			}, s.name == "postgres"))
+			}, s.name == "postgres")
+			p.Files = files
+			testscript.Run(t, p)
 		})
 	}
 }
