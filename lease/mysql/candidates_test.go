@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -91,35 +90,5 @@ func TestNoteKeepsItsBytes(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Note != note || got[1].Note != full {
 		t.Errorf("Candidates = %+v, want a with note %q and b", got, note)
-	}
-}
-
-// TestForgetRefusesATokenAhead: a released name whose token is ahead of
-// the server's clock (written by a clock ahead, or restored) is not
-// forgotten, nor are its candidates.
-func TestForgetRefusesATokenAhead(t *testing.T) {
-	dsn, _ := newDatabase(t)
-	s := openStore(t, dsn)
-	ctx := testCtx(t)
-	rec, err := s.Acquire(ctx, "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Campaign(ctx, "n", "b", lease.Candidacy{}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	ahead := time.Now().Add(time.Hour).UnixMilli()
-	exec(t, admin(t, dsn), "UPDATE `"+leasesTable+"` SET token = ? WHERE name = 'n'", ahead)
-	if err := s.Forget(ctx, "n"); !errors.Is(err, lease.ErrTokenAhead) {
-		t.Fatalf("Forget of a token ahead: %v, want ErrTokenAhead", err)
-	}
-	if got, err := s.Get(ctx, "n"); err != nil || got.Token != ahead {
-		t.Errorf("after a refused Forget: %+v, %v; want the record unchanged", got, err)
-	}
-	if got, err := s.Candidates(ctx, "n"); err != nil || !slices.ContainsFunc(got, func(c lease.Standing) bool { return c.Holder == "b" }) {
-		t.Errorf("candidates after a refused Forget: %+v, %v; want b among them", got, err)
 	}
 }

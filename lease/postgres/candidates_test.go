@@ -3,7 +3,6 @@ package postgres
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -96,36 +95,6 @@ func TestNoteKeepsItsBytes(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Note != note {
 		t.Errorf("Candidates = %+v, want a alone with note %q", got, note)
-	}
-}
-
-// TestForgetRefusesATokenAhead: a released name whose token is ahead of
-// the database's clock (written by a clock ahead, or restored) is not
-// forgotten, nor are its candidates.
-func TestForgetRefusesATokenAhead(t *testing.T) {
-	dsn, schema := newSchema(t)
-	s := openStore(t, dsn)
-	ctx := testCtx(t)
-	rec, err := s.Acquire(ctx, "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Campaign(ctx, "n", "b", lease.Candidacy{}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	ahead := time.Now().Add(time.Hour).UnixMilli()
-	exec(t, adminConn(t), "UPDATE "+pgx.Identifier{schema, tableName}.Sanitize()+" SET token = $1 WHERE name = 'n'", ahead)
-	if err := s.Forget(ctx, "n"); !errors.Is(err, lease.ErrTokenAhead) {
-		t.Fatalf("Forget of a token ahead: %v, want ErrTokenAhead", err)
-	}
-	if got, err := s.Get(ctx, "n"); err != nil || got.Token != ahead {
-		t.Errorf("after a refused Forget: %+v, %v; want the record unchanged", got, err)
-	}
-	if got, err := s.Candidates(ctx, "n"); err != nil || !slices.ContainsFunc(got, func(c lease.Standing) bool { return c.Holder == "b" }) {
-		t.Errorf("candidates after a refused Forget: %+v, %v; want b among them", got, err)
 	}
 }
 

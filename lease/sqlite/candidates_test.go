@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -117,29 +116,5 @@ func TestNoteKeepsItsBytes(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Note != note {
 		t.Errorf("Candidates = %+v, want a alone with note %q", got, note)
-	}
-}
-
-// TestForgetRefusesATokenAhead: a released name whose token is ahead of
-// the clock (a record written by a clock ahead) is not forgotten.
-func TestForgetRefusesATokenAhead(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "leaderrun.db")
-	s := openTest(t, path)
-	rec, err := s.Acquire(ctx(t), "n", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx(t), "n", "a", rec.Token); err != nil {
-		t.Fatal(err)
-	}
-	ahead := time.Now().Add(time.Hour).UnixMilli()
-	if _, err := rawDB(t, path).Exec(`UPDATE leases SET token = ?1 WHERE name = 'n'`, ahead); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Forget(ctx(t), "n"); !errors.Is(err, lease.ErrTokenAhead) {
-		t.Fatalf("Forget of a token ahead: %v, want ErrTokenAhead", err)
-	}
-	if got, err := s.Get(ctx(t), "n"); err != nil || got.Token != ahead {
-		t.Errorf("after a refused Forget: %+v, %v; want the record unchanged", got, err)
 	}
 }
