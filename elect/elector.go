@@ -145,13 +145,13 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 	var leader lease.Record // last tenure seen, to say each change once (sameStandby)
 	var watch *holderWatch  // the Prover's watch of the tenure that holds the name
 	defer func() { watch.stop() }()
-	e.publish(ctx)
 	for {
 		sent := e.clock()()
 		actx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 		rec, err := e.Store.Acquire(actx, e.Name, e.Holder, e.LeaseDuration)
 		cancel()
 		e.observe("acquire", e.clock()()-sent, err)
+		e.introduce(ctx)
 		if err == nil {
 			e.answered = true
 			ten := e.newTenure(rec, sent, false)

@@ -67,14 +67,13 @@ func (e *Elector) current(now time.Duration) lease.Candidacy {
 }
 
 // publish writes this replica's candidacy to the store: the first time
-// it is called (which replaces whatever an earlier run of this identity
-// said), then, when the candidacy says more than the zero Candidacy, once
-// per LeaseDuration. Campaign calls it once; a follower's refused Acquires
-// then keep its candidacy live with what it said (lease.SeeAgain), so only
-// a holder, which makes none, calls it again, after each renewal, to keep
-// its priority known to a replica that may preempt it. A failure is
-// logged at debug level; the next call tries again.
-
+// (introduce), then, when the candidacy says more than the zero
+// Candidacy, once per LeaseDuration. A follower's refused Acquires keep
+// its candidacy live with what it said (lease.SeeAgain), so only a holder,
+// which makes none, calls it again, after each renewal, to keep its
+// priority known to a replica that may preempt it; and a follower after a
+// gap in its refusals (seenAgain). A failure is logged at debug level; the
+// next call tries again.
 func (e *Elector) publish(ctx context.Context) {
 	now := e.clock()()
 	c := e.current(now)
@@ -110,6 +109,19 @@ func (e *Elector) seenAgain(ctx context.Context) {
 	e.cand.refused = now
 	e.cand.mu.Unlock()
 	if gap {
+		e.publish(ctx)
+	}
+}
+
+// introduce publishes this replica's candidacy the first time it is
+// called, after the first Acquire: it replaces whatever an earlier run of
+// this identity said (a refused Acquire keeps it). After the Acquire, not
+// before, so that the first write naming this holder is the Acquire.
+func (e *Elector) introduce(ctx context.Context) {
+	e.cand.mu.Lock()
+	done := e.cand.campaigned
+	e.cand.mu.Unlock()
+	if !done {
 		e.publish(ctx)
 	}
 }
