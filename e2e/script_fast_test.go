@@ -18,7 +18,7 @@ import (
 )
 
 // TestFastStores runs the same-host fast path's scripts
-// (testdata/script/fast_*.txtar) once per store: every store takes a
+// (testdata/script/fast_*.txtar) once per store (SQLite: TestScripts): every store takes a
 // proved-dead holder's name over with Seize, and wakes a leader for a
 // step-down request.
 func TestFastStores(t *testing.T) { runFilesPerStore(t, "../testdata/script/fast_*.txtar") }
