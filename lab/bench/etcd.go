@@ -119,17 +119,7 @@ func (b *bench) startEtcd() (*etcdServer, error) {
 
 // stop stops every member at once (a leader stopped alone waits for
 // peers that are gone).
-func (e *etcdServer) stop() {
-	for _, p := range e.members {
-		p.killGroup(syscall.SIGTERM)
-	}
-	for _, p := range e.members {
-		if !p.wait(10 * time.Second) {
-			p.killGroup(syscall.SIGKILL)
-			p.wait(5 * time.Second)
-		}
-	}
-}
+func (e *etcdServer) stop() { stopAll(e.members, 10*time.Second) }
 
 // endpointList is the members' addresses, comma-separated, as etcdctl's
 // --endpoints and an etcd:// DSN take them.

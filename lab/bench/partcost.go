@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
@@ -112,17 +111,7 @@ func (b *bench) partCost(ctx context.Context, st *store, n, m int, window time.D
 	group := fmt.Sprintf("bench-partcost-%d", n)
 	var reps []*proc
 	var addrs []string
-	defer func() {
-		for _, p := range reps {
-			p.killGroup(syscall.SIGTERM)
-		}
-		for _, p := range reps {
-			if !p.wait(60 * time.Second) {
-				p.killGroup(syscall.SIGKILL)
-				p.wait(5 * time.Second)
-			}
-		}
-	}()
+	defer func() { stopAll(reps, 60*time.Second) }()
 	t0 := mono.Now()
 	for i := range m {
 		port, err := freePort()

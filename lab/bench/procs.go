@@ -267,3 +267,17 @@ func sanitize(s string) string {
 		return '_'
 	}, s)
 }
+
+// stopAll sends SIGTERM to every process group of ps at once, then waits
+// up to grace for each, SIGKILLing one that is still there.
+func stopAll(ps []*proc, grace time.Duration) {
+	for _, p := range ps {
+		p.killGroup(syscall.SIGTERM)
+	}
+	for _, p := range ps {
+		if !p.wait(grace) {
+			p.killGroup(syscall.SIGKILL)
+			p.wait(5 * time.Second)
+		}
+	}
+}

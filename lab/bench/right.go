@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/lab/bench/internal/mono"
@@ -92,19 +91,6 @@ func (b *bench) runRight(ctx context.Context, rep *report, runs int) {
 	}
 }
 
-// stopAll stops replicas as the other sections do.
-func stopAll(reps []*proc) {
-	for _, p := range reps {
-		p.killGroup(syscall.SIGTERM)
-	}
-	for _, p := range reps {
-		if !p.wait(15 * time.Second) {
-			p.killGroup(syscall.SIGKILL)
-			p.wait(5 * time.Second)
-		}
-	}
-}
-
 func (b *bench) runHealth(st *store, dsn string, runs int, res *rightResult) {
 	name := fmt.Sprintf("bench-health-%d", rand.IntN(1<<30))
 	dir, err := os.MkdirTemp(b.tmp, sanitize(st.Name+"-health")+"-")
@@ -123,7 +109,7 @@ func (b *bench) runHealth(st *store, dsn string, runs int, res *rightResult) {
 		"--health-interval", rightInterval.String(), "--health-timeout", rightInterval.String(),
 		"--health-retries", strconv.Itoa(rightRetries), "--health-cooldown", rightCooldown.String())
 	var reps []*proc
-	defer func() { stopAll(reps) }()
+	defer func() { stopAll(reps, 15*time.Second) }()
 	var cur mark
 	for i := range 3 {
 		p, err := c.spawn(name, dir, i)
@@ -223,7 +209,7 @@ func (b *bench) preemptOnce(st *store, dsn string, run int, res *rightResult) bo
 	}
 	defer w.close()
 	var reps []*proc
-	defer func() { stopAll(reps) }()
+	defer func() { stopAll(reps, 15*time.Second) }()
 	low := b.leaderrunContender(st.Label(), st.Name, dsn, defTTL, defPeriod)
 	p, err := low.spawn(name, dir, 0)
 	if err != nil {

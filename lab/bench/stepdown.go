@@ -63,17 +63,7 @@ func (b *bench) runStepDown(st *store, dsn string, runs int) *stepResult {
 	}
 	defer w.close()
 	var reps []*proc
-	defer func() {
-		for _, p := range reps {
-			p.killGroup(syscall.SIGTERM)
-		}
-		for _, p := range reps {
-			if !p.wait(15 * time.Second) {
-				p.killGroup(syscall.SIGKILL)
-				p.wait(5 * time.Second)
-			}
-		}
-	}()
+	defer func() { stopAll(reps, 15*time.Second) }()
 	p, err := c.spawn(name, dir, 0)
 	if err != nil {
 		res.note("spawn: %v", err)

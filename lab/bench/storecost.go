@@ -78,17 +78,7 @@ type group struct {
 	all       []*proc
 }
 
-func (g *group) stop() {
-	for _, p := range g.all {
-		p.killGroup(syscall.SIGTERM)
-	}
-	for _, p := range g.all {
-		if !p.wait(10 * time.Second) {
-			p.killGroup(syscall.SIGKILL)
-			p.wait(5 * time.Second)
-		}
-	}
-}
+func (g *group) stop() { stopAll(g.all, 10*time.Second) }
 
 // startGroup starts one leaderrun replica, waits for its child, then
 // starts followers more and waits until each stands by.
