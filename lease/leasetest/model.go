@@ -97,7 +97,10 @@ type ModelClock interface {
 
 // VirtualClock is a store clock that only the test moves. A store takes
 // it through a test hook (export_test.go in the store's package); it
-// starts a day ahead of the wall clock, on a whole millisecond.
+// starts a day ahead of the wall clock, on a whole millisecond, and only
+// ever shows whole milliseconds: every store can keep such an instant
+// (SQLite keeps milliseconds, PostgreSQL microseconds), so what a store
+// writes at it is what the model writes.
 type VirtualClock struct{ ns atomic.Int64 }
 
 // NewVirtualClock returns a virtual clock a day ahead of the wall clock.
@@ -112,7 +115,14 @@ func (c *VirtualClock) Read() time.Time { return time.Unix(0, c.ns.Load()) }
 
 func (c *VirtualClock) Now(context.Context) (time.Time, error) { return c.Read(), nil }
 
-func (c *VirtualClock) Advance(_ context.Context, d time.Duration) { c.ns.Add(int64(d)) }
+// Advance lets d pass, and then up to the next whole millisecond: the
+// model's own instants (a candidate seen just after an operation) may lie
+// between two.
+func (c *VirtualClock) Advance(_ context.Context, d time.Duration) {
+	ms := int64(time.Millisecond)
+	t := c.ns.Load() + int64(d)
+	c.ns.Store((t + ms - 1) / ms * ms)
+}
 
 func (c *VirtualClock) Exact() bool { return true }
 
