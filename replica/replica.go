@@ -77,6 +77,7 @@ type Replica struct {
 	holder    string
 	report    *reporter
 	start     func(supervise.Spec) (child, error) // startChild, or a fake
+	ahead     *ahead                              // the next start, made ready while standing by; nil: none
 	clock     lease.Clock                         // nil: lease.BootClock
 
 	mu       sync.Mutex     // guards stopSig, received, stopping's closing and the modes' children
@@ -127,6 +128,7 @@ func New(cfg Config, log *slog.Logger) (*Replica, error) {
 	if cfg.Partitions > 0 {
 		newPartitioned(r)
 	} else {
+		r.ahead = newAhead(r)
 		newSingle(r)
 	}
 	return r, nil

@@ -52,6 +52,7 @@ func (s *single) run() error {
 	s.report.campaigning()
 	s.log.Info("campaigning", "store", store.Describe())
 	err = s.loop()
+	s.ahead.close()
 	s.withdraw(store, s.cfg.Name) // it campaigns no more
 	return err
 }
@@ -76,6 +77,7 @@ func (s *single) loop() error {
 	previous := "none" // how this replica's previous tenure ended
 	for {
 		started := time.Now()
+		s.ahead.prepare() // for the tenure this campaign may win
 		ten, err := s.campaign()
 		if err != nil {
 			return err

@@ -146,7 +146,7 @@ const quickExit = time.Second
 func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publish func(child), stopping, restart <-chan struct{}) (end tenureEnd) {
 	// From fork to publication, a signal to relay waits (see starting).
 	r.starting.RLock()
-	child, err := r.start(supervise.Spec{
+	child, err := r.startCommand(supervise.Spec{
 		Path:       r.cfg.Command[0],
 		Args:       r.cfg.Command,
 		Env:        env,

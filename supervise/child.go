@@ -30,9 +30,12 @@ type Child struct {
 	reaped    chan struct{} // closed by the reaper once the child has been reaped
 	done      chan struct{} // closed after reaped, once the terminal is given back
 
-	tag string    // tags the child's environment; see attrib.go
-	cg  *cgroup   // the child's own cgroup, or nil; see cgroup.go
-	tty *terminal // the controlling terminal on its stdin, or nil; see tty.go
+	tag string // tags the child's environment; see attrib.go
+	// word: a prepared start's handshake pipe, on which Prepared.Start
+	// tells the init to run the command (see prepare.go).
+	word *os.File
+	cg   *cgroup   // the child's own cgroup, or nil; see cgroup.go
+	tty  *terminal // the controlling terminal on its stdin, or nil; see tty.go
 
 	frozen *frozenTree // while a suspension holds its tree frozen; guarded by theReaper.mu (see freeze.go)
 	// stopAsked: a SIGSTOP was passed to the namespace's init to stop the
@@ -45,15 +48,33 @@ type Child struct {
 // Start runs the command described by spec. The error wraps ErrNotFound or
 // ErrNotExecutable when the command cannot be found or executed.
 func Start(spec Spec) (*Child, error) {
+	c, path, err := begin(spec)
+	if err == nil {
+		c.logStarted(path)
+	}
+	return c, err
+}
+
+// logStarted says that c started, running path.
+func (c *Child) logStarted(path string) {
+	if c.cg != nil {
+		c.logger.Info("child started", "pid", c.pid, "path", path, "cgroup", c.cg.dir)
+	} else {
+		c.logger.Info("child started", "pid", c.pid, "path", path)
+	}
+}
+
+// begin is Start, less its log line; it also returns the program's path.
+func begin(spec Spec) (*Child, string, error) {
 	logger := spec.Logger
 	spec = spec.withDefaults()
 	path, err := spec.lookPath()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if spec.Dir != "" {
 		if _, err := os.Stat(spec.Dir); err != nil {
-			return nil, fmt.Errorf("start %q: %w", spec.Path, err)
+			return nil, "", fmt.Errorf("start %q: %w", spec.Path, err)
 		}
 	}
 	if len(spec.Args) == 0 {
@@ -86,14 +107,9 @@ func Start(spec Spec) (*Child, error) {
 		if c.cg != nil {
 			c.cg.kill()
 		}
-		return nil, err
+		return nil, "", err
 	}
-	if c.cg != nil {
-		c.logger.Info("child started", "pid", c.pid, "path", path, "cgroup", c.cg.dir)
-	} else {
-		c.logger.Info("child started", "pid", c.pid, "path", path)
-	}
-	return c, nil
+	return c, path, nil
 }
 
 // run forks the child from a locked OS thread and keeps that thread until the
@@ -176,6 +192,9 @@ func (c *Child) run(path string, started chan<- error) {
 	}
 	if ns != nil {
 		ns.forked()
+		if ns.prepared {
+			c.word = ns.hsWrite
+		}
 	}
 	if err != nil {
 		if ns != nil {
@@ -194,7 +213,10 @@ func (c *Child) run(path string, started chan<- error) {
 
 	<-c.reaped
 	if ns != nil {
-		st := ns.finish(c.Status())
+		theReaper.mu.Lock()
+		logger := c.logger // a prepared start's is its tenure's
+		theReaper.mu.Unlock()
+		st := ns.finish(c.Status(), logger)
 		theReaper.mu.Lock()
 		c.status = st
 		theReaper.mu.Unlock()

@@ -109,7 +109,7 @@ func TestNamespaceStatusReportIsChecked(t *testing.T) {
 				w.Close()
 			}()
 			l := &nsLaunch{status: r, early: nsinit.Ready}
-			if got := l.finish(fallback); got != tc.want {
+			if got := l.finish(fallback, nil); got != tc.want {
 				t.Errorf("report %.40q: status %v, want %v", tc.report, got, tc.want)
 			}
 		})

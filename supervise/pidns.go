@@ -146,8 +146,10 @@ type nsLaunch struct {
 	// process writes it to hsWrite once forked.
 	hsRead, hsWrite *os.File
 	nonce           string
-	early           string       // what awaitReady read that was not nsinit.Ready, the ready line
-	logger          *slog.Logger // says why a report was refused; nil for none
+	early           string // what awaitReady read that was not nsinit.Ready, the ready line
+	// prepared: the init waits for the word to run the command (see
+	// prepare.go), which goes on hsWrite, kept open until then.
+	prepared bool
 }
 
 // forked is called once the init runs: this process's copies of the
@@ -156,7 +158,9 @@ func (l *nsLaunch) forked() {
 	l.write.Close()
 	l.hsRead.Close()
 	io.WriteString(l.hsWrite, l.nonce)
-	l.hsWrite.Close()
+	if !l.prepared {
+		l.hsWrite.Close()
+	}
 	l.awaitReady()
 }
 
@@ -201,7 +205,7 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr, sigs signa
 	}
 	b := make([]byte, 16)
 	rand.Read(b)
-	l := &nsLaunch{status: r, write: w, hsRead: hr, hsWrite: hw, nonce: hex.EncodeToString(b), logger: c.logger}
+	l := &nsLaunch{status: r, write: w, hsRead: hr, hsWrite: hw, nonce: hex.EncodeToString(b), prepared: c.spec.prepared}
 	attr.Files = append(attr.Files, w.Fd(), hr.Fd())
 	stop := c.spec.StopSignal
 	if c.spec.probe {
@@ -209,6 +213,9 @@ func (c *Child) prepareNamespace(path string, attr *syscall.ProcAttr, sigs signa
 	}
 	attr.Env = append(attr.Env[:len(attr.Env):len(attr.Env)], nsinit.EnvValue(stop, c.spec.KillGrace, l.nonce),
 		nsinit.SignalsEnv+"="+sigs.value())
+	if l.prepared {
+		attr.Env = append(attr.Env, nsinit.PreparedEnv+"=1")
+	}
 	attr.Sys.Cloneflags = unix.CLONE_NEWPID | unix.CLONE_NEWNS
 	if c.spec.Namespace == UserNamespace {
 		// The init needs CAP_SYS_ADMIN in its namespaces to mount their
@@ -262,10 +269,14 @@ func dropInheritedCaps() error {
 // finish returns the command's status that the init reported, once the
 // init has been reaped (so the kernel has killed every process in its
 // namespace, and no writer of the pipe is left); the init's own status st
-// stands when the report is missing (the init was killed) or refused. It
-// reads no more than one byte past the longest report.
-func (l *nsLaunch) finish(st Status) Status {
+// stands when the report is missing (the init was killed) or refused,
+// which logger says. It reads no more than one byte past the longest
+// report.
+func (l *nsLaunch) finish(st Status, logger *slog.Logger) Status {
 	defer l.status.Close()
+	if l.prepared {
+		l.hsWrite.Close() // a start given up: the init had no word
+	}
 	b, _ := io.ReadAll(io.LimitReader(l.status, int64(maxReportLen+1)))
 	if l.early != nsinit.Ready {
 		b = append([]byte(l.early), b...)
@@ -275,8 +286,8 @@ func (l *nsLaunch) finish(st Status) Status {
 	}
 	reported, err := decodeStatus(b)
 	if err != nil {
-		if l.logger != nil {
-			l.logger.Warn("refused the namespace init's report of the command's status; the init's own exit status stands",
+		if logger != nil {
+			logger.Warn("refused the namespace init's report of the command's status; the init's own exit status stands",
 				"report", fmt.Sprintf("%.*q", maxReportLen+1, b), "why", err, "status", st)
 		}
 		return st

@@ -61,6 +61,7 @@ type Spec struct {
 	// cgroup tree is not free, and nothing dead can be there).
 	Proved bool
 
+	prepared     bool // an init that waits for the word to run the command (Prepare)
 	probe        bool // an init that runs nothing (ProbeNamespace)
 	noCgroup     bool // no cgroup of its own (the namespace's init's command, a probe)
 	clearAmbient bool // clear the forking thread's ambient capabilities (a user namespace's init)

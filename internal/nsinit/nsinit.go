@@ -13,6 +13,8 @@
 package nsinit
 
 import (
+	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -40,6 +42,45 @@ const Env = "LEADERRUN_INTERNAL_PIDNS_INIT"
 // job-control stops to the supervisor, one byte (the signal number) each.
 // The supervisor passes it when its stdin is its controlling terminal.
 const StopsEnv = "LEADERRUN_INTERNAL_TTY_STOPS"
+
+// PreparedEnv marks an init started ahead of its command (a prepared
+// start, see supervise.Prepare): once ready, with its namespace's /proc
+// mounted, it waits on the handshake pipe for the word to run the command
+// (EncodeGo: the command's environment) and runs nothing if the pipe
+// ends without it.
+const PreparedEnv = "LEADERRUN_INTERNAL_PIDNS_PREPARED"
+
+// maxGo bounds a prepared init's word to run its command (EncodeGo).
+const maxGo = 16 << 20
+
+// EncodeGo returns a prepared init's word to run its command with env:
+// "G", the length of what follows in decimal, a newline, then each
+// variable ended by a NUL byte. A word cut short runs nothing.
+func EncodeGo(env []string) ([]byte, error) {
+	var body []byte
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			return nil, errors.New("an environment variable holds a NUL byte")
+		}
+		body = append(append(body, kv...), 0)
+	}
+	if len(body) > maxGo {
+		return nil, errors.New("an environment of " + strconv.Itoa(len(body)) + " bytes is more than " + strconv.Itoa(maxGo))
+	}
+	return append([]byte("G"+strconv.Itoa(len(body))+"\n"), body...), nil
+}
+
+// decodeGo returns the environment of a word EncodeGo made; false for
+// anything else.
+func decodeGo(b []byte) ([]string, bool) {
+	head, body, ok := strings.Cut(string(b), "\n")
+	n, err := strconv.Atoi(strings.TrimPrefix(head, "G"))
+	if !ok || !strings.HasPrefix(head, "G") || err != nil || n != len(body) || (n > 0 && body[n-1] != 0) {
+		return nil, false
+	}
+	env := strings.Split(body, "\x00")
+	return env[:len(env)-1], true // each variable ends with a NUL
+}
 
 // TagEnv is the supervisor's tag of its children's environments; the
 // command in the namespace does not inherit it (it means nothing there).
@@ -143,9 +184,11 @@ func handshake(v string) bool {
 	if n, err := unix.Poll(fds, int(HandshakeWait.Milliseconds())); err != nil || n != 1 {
 		return false
 	}
-	buf := make([]byte, len(nonce)+1)
+	buf := make([]byte, len(nonce))
 	n, _ := unix.Read(HandshakeFD, buf)
-	unix.Close(HandshakeFD)
+	if os.Getenv(PreparedEnv) == "" {
+		unix.Close(HandshakeFD)
+	}
 	if n != len(nonce) {
 		return false
 	}
@@ -173,6 +216,8 @@ func Run() int {
 	}
 	fd, stopSig, grace, _, ok := parseEnv(os.Getenv(Env))
 	os.Unsetenv(Env)
+	prepared := os.Getenv(PreparedEnv) != ""
+	os.Unsetenv(PreparedEnv)
 	if !ok || len(os.Args) < 3 {
 		os.Stderr.WriteString("leaderrun: namespace init: bad arguments\n")
 		return 125
@@ -198,13 +243,19 @@ func Run() int {
 		return 0
 	}
 	RemountProc()
+	env := os.Environ()
+	if prepared {
+		if env, ok = awaitGo(sigs, stopSig); !ok {
+			return 0 // the supervisor gave this start up
+		}
+	}
 
 	// The command's Pdeathsig belongs to the thread that forks it, and the
 	// capabilities it must not inherit are that thread's: it is this one,
 	// never unlocked.
 	runtime.LockOSThread()
 	c := &command{tty: newTerminal(), stops: stops}
-	if code := c.start(os.Args[1], os.Args[2:], sigState, sigs); code != 0 {
+	if code := c.start(os.Args[1], os.Args[2:], env, sigState, sigs); code != 0 {
 		report(fd, EncodeStatus(code, 0))
 		return code
 	}
@@ -240,6 +291,31 @@ func Run() int {
 		return 128 + int(c.sig)
 	}
 	return c.code
+}
+
+// awaitGo waits, in a prepared init, for the supervisor's word to run the
+// command, and returns the command's environment. The handshake pipe's end
+// without the word (the supervisor gave this start up, or died), a word
+// longer than MaxGo, or a stop signal meanwhile: false, and nothing runs.
+func awaitGo(sigs <-chan os.Signal, stop syscall.Signal) ([]string, bool) {
+	word := make(chan []byte, 1)
+	go func() {
+		f := os.NewFile(HandshakeFD, "handshake")
+		b, _ := io.ReadAll(io.LimitReader(f, maxGo+32))
+		f.Close() // the command must not inherit it
+		word <- b
+	}()
+	for {
+		select {
+		case b := <-word:
+			return decodeGo(b)
+		case s := <-sigs:
+			switch s {
+			case stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+				return nil, false
+			}
+		}
+	}
 }
 
 // report writes line, shorter than PIPE_BUF, to the status pipe fd in one
@@ -288,12 +364,11 @@ type command struct {
 // the signal state s (the ignored signals go on to sigs once it is
 // forked), and returns 0, or the exit code of a command that could not
 // start (127 not found, else 126), having said why on stderr.
-func (c *command) start(path string, argv []string, s signalState, sigs chan<- os.Signal) int {
+func (c *command) start(path string, argv, env []string, s signalState, sigs chan<- os.Signal) int {
 	if err := dropInheritedCaps(); err != nil {
 		os.Stderr.WriteString("leaderrun: namespace init: " + err.Error() + "\n")
 		return 126
 	}
-	env := os.Environ()
 	kept := env[:0]
 	for _, kv := range env {
 		if !strings.HasPrefix(kv, TagEnv+"=") {
