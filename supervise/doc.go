@@ -11,7 +11,9 @@
 // terminal or ends (see tty.go). When this process stops as a job does
 // (Suspend), every child's whole tree is frozen first, and on SIGCONT it
 // thaws only where Spec.Resumable says so; else it dies frozen (see
-// freeze.go). The child gets SIGKILL if
+// freeze.go). With a PID namespace, Prepare does all of a start ahead but
+// the command's fork, and Prepared.Start gives the waiting init the word
+// and the command's environment (see prepare.go). The child gets SIGKILL if
 // the thread that forked it dies, and that thread lives until the child has
 // been reaped, so the child never outlives this process.
 //
