@@ -368,7 +368,10 @@ func tenureOf(ts []*tenure, token int64) *tenure {
 // prev itself: a partition the replica acquired in the instant between
 // the driver's listing of what it held and the SIGSTOP (seen on MySQL,
 // with 8 partitions). Its overlap is then the frozen-supervisor case, with
-// the same bounds.
+// the same bounds. The child's own start may come after the SIGSTOP (its
+// supervisor forked it just before; seen on Kubernetes, 14 ms after the
+// partition the round names): a frozen supervisor forks nothing, so a
+// child of its that started before the thaw was forked before the freeze.
 func (res *result) frozenHolder(prev *tenure, next time.Time) *round {
 	if prev == nil {
 		return nil
@@ -376,8 +379,9 @@ func (res *result) frozenHolder(prev *tenure, next time.Time) *round {
 	holder := prev.start.kv["holder"]
 	started := prev.start.time()
 	for _, rd := range res.rounds {
+		beforeThaw := rd.healAt.IsZero() || started.Before(rd.healAt)
 		if rd.skipped == "" && rd.kind == faultStop && rd.rep != nil && rd.rep.identity == holder &&
-			rd.part != "" && !started.After(rd.at) && next.After(rd.at) && (rd.healAt.IsZero() || !next.After(rd.healAt)) {
+			rd.part != "" && beforeThaw && next.After(rd.at) && (rd.healAt.IsZero() || !next.After(rd.healAt)) {
 			return rd
 		}
 	}

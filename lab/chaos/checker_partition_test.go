@@ -348,3 +348,37 @@ func TestCheckPartitionAcquiredJustBeforeFreezeIsFrozen(t *testing.T) {
 		t.Errorf("violations %q; want partition 1's late stop", res.violations)
 	}
 }
+
+// A partition whose child read its start clock only after the SIGSTOP
+// (its supervisor forked it just before the freeze; seen on Kubernetes,
+// 14 ms after the partition the round names) is the frozen-supervisor
+// case too: a frozen supervisor forks nothing.
+func TestCheckPartitionForkedJustBeforeFreezeIsFrozen(t *testing.T) {
+	evs := events(t,
+		pstart(10*sec, 100, 0, 50, 1, ""),
+		pstart(10*sec+15e7, 101, 1, 51, 1, ""), // its child's own start, after the SIGSTOP at 10.1s
+		pstart(13*sec, 200, 0, 60, 0, "100"),
+		pstart(13*sec, 201, 1, 61, 0, "101"),
+		pev("stop", 14*sec+1e7, 100, 0, 50, "signal=terminated code=3"),
+		pev("overlap-end", 14*sec+2e7, 200, 0, 60, "waited=1020000000"),
+		pev("stop", 14*sec+1e7, 101, 1, 51, "signal=terminated code=3"),
+		pev("overlap-end", 14*sec+2e7, 201, 1, 61, "waited=1020000000"),
+	)
+	rd := faultRound(1, faultStop, variantPlain, 50, 10*sec+1e8, 14*sec, evs[2])
+	rd.part = "0"
+	res := checkParted(evs, []*round{rd}, nil, 0)
+	if hasViolation(res, "partition 0:") || hasViolation(res, "partition 1:") {
+		t.Errorf("violations %q; want none in partitions 0 and 1 (their supervisor was frozen)", res.violations)
+	}
+	if got := len(res.overlaps); got != 2 || res.overlaps[0].class != "frozen" || res.overlaps[1].class != "frozen" {
+		t.Errorf("overlaps %+v; want both frozen", res.overlaps)
+	}
+	// A child of that replica that started after the thaw is no longer
+	// the frozen case: its overlap is a violation.
+	after := slices.Clone(evs)
+	after[1] = events(t, pstart(14*sec+5e6, 101, 1, 51, 1, ""))[0]
+	after[1].line = 2
+	if res := checkParted(after, []*round{rd}, nil, 0); !hasViolation(res, "partition 1: overlap after no fault") {
+		t.Errorf("violations %q; want partition 1's overlap (its child started after the thaw)", res.violations)
+	}
+}
