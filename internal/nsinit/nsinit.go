@@ -14,7 +14,6 @@ package nsinit
 
 import (
 	"errors"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -245,7 +244,7 @@ func Run() int {
 	RemountProc()
 	env := os.Environ()
 	if prepared {
-		if env, ok = awaitGo(sigs, stopSig); !ok {
+		if env, ok = awaitGo(); !ok {
 			return 0 // the supervisor gave this start up
 		}
 	}
@@ -295,27 +294,27 @@ func Run() int {
 
 // awaitGo waits, in a prepared init, for the supervisor's word to run the
 // command, and returns the command's environment. The handshake pipe's end
-// without the word (the supervisor gave this start up, or died), a word
-// longer than MaxGo, or a stop signal meanwhile: false, and nothing runs.
-func awaitGo(sigs <-chan os.Signal, stop syscall.Signal) ([]string, bool) {
-	word := make(chan []byte, 1)
-	go func() {
-		f := os.NewFile(HandshakeFD, "handshake")
-		b, _ := io.ReadAll(io.LimitReader(f, maxGo+32))
-		f.Close() // the command must not inherit it
-		word <- b
-	}()
-	for {
-		select {
-		case b := <-word:
-			return decodeGo(b)
-		case s := <-sigs:
-			switch s {
-			case stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
-				return nil, false
-			}
-		}
+// without the word (the supervisor gave this start up, or died) or a word
+// longer than maxGo: false, and nothing runs. It reads on this thread,
+// blocking: every way a prepared start ends closes the pipe.
+func awaitGo() ([]string, bool) {
+	defer unix.Close(HandshakeFD) // the command must not inherit it
+	if unix.SetNonblock(HandshakeFD, false) != nil {
+		return nil, false
 	}
+	var b []byte
+	buf := make([]byte, 64<<10)
+	for len(b) <= maxGo+32 {
+		n, err := unix.Read(HandshakeFD, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			break
+		}
+		b = append(b, buf[:n]...)
+	}
+	return decodeGo(b)
 }
 
 // report writes line, shorter than PIPE_BUF, to the status pipe fd in one
