@@ -68,6 +68,8 @@ func (a *ahead) prepare() {
 			a.log.Debug("could not prepare the next command's start; it will start without", "err", err)
 		case closed:
 			p.Close()
+		default:
+			a.log.Debug("made the next command's start ready: its namespace's init waits for a tenure")
 		}
 	}()
 }

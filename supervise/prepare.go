@@ -3,6 +3,7 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/leaderrun/leaderrun/internal/nsinit"
 )
@@ -99,8 +100,12 @@ func (p *Prepared) Close() {
 	}
 }
 
-// abandon ends the init that never got (or could not take) the word.
+// abandon ends the init that never got (or could not take) the word,
+// quietly: no command ran, so there is no child to say was stopped.
 func (p *Prepared) abandon() {
+	theReaper.mu.Lock()
+	p.c.logger = slog.New(slog.DiscardHandler)
+	theReaper.mu.Unlock()
 	p.c.word.Close()
 	p.c.Stop()
 }
