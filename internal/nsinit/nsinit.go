@@ -183,7 +183,10 @@ func handshake(v string) bool {
 	if n, err := unix.Poll(fds, int(HandshakeWait.Milliseconds())); err != nil || n != 1 {
 		return false
 	}
-	buf := make([]byte, len(nonce))
+	// One byte more than the nonce tells a longer write. A prepared
+	// init's word cannot be there yet: it comes after the ready line,
+	// which follows this.
+	buf := make([]byte, len(nonce)+1)
 	n, _ := unix.Read(HandshakeFD, buf)
 	if os.Getenv(PreparedEnv) == "" {
 		unix.Close(HandshakeFD)
