@@ -319,44 +319,57 @@ func TestCheckGapDuringStoreStallIsS1(t *testing.T) {
 // A partition the frozen replica acquired in the instant between the
 // driver's listing of its partitions and the SIGSTOP has no round of its
 // own; its overlap is still the frozen-supervisor case (seen on MySQL), and
-// bounded as one: stopped within the kill grace of the thaw.
+// bounded as one: stopped within the kill grace of the thaw. So is one
+// whose child read its start clock only after the SIGSTOP (its supervisor
+// forked it just before the freeze; seen on Kubernetes, 14 ms after the
+// partition the round names): a frozen supervisor forks nothing. A child
+// of that replica that started after the thaw is no longer that case.
 func TestCheckPartitionAcquiredJustBeforeFreezeIsFrozen(t *testing.T) {
-	evs := events(t,
-		pstart(10*sec, 100, 0, 50, 1, ""),
-		pstart(10*sec+5e7, 101, 1, 51, 1, ""), // after the listing, before the SIGSTOP at 10.1s
-		pstart(13*sec, 200, 0, 60, 0, "100"),
-		pstart(13*sec, 201, 1, 61, 0, "101"),
-		pev("stop", 14*sec+1e7, 100, 0, 50, "signal=terminated code=3"),
-		pev("overlap-end", 14*sec+2e7, 200, 0, 60, "waited=1020000000"),
-		pev("stop", 14*sec+1e7, 101, 1, 51, "signal=terminated code=3"),
-		pev("overlap-end", 14*sec+2e7, 201, 1, 61, "waited=1020000000"),
-	)
-	rd := faultRound(1, faultStop, variantPlain, 50, 10*sec+1e8, 14*sec, evs[2])
-	rd.part = "0"
-	res := checkParted(evs, []*round{rd}, nil, 0)
-	if hasViolation(res, "partition 0:") || hasViolation(res, "partition 1:") {
-		t.Errorf("violations %q; want none in partitions 0 and 1 (their supervisor was frozen)", res.violations)
+	for _, tc := range []struct {
+		name    string
+		started int64 // partition 1's child's start; the SIGSTOP is at 10.1s
+	}{
+		{"acquired after the listing", 10*sec + 5e7},
+		{"forked before the freeze, started after", 10*sec + 15e7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := frozenPairEvents(t, tc.started)
+			rd := faultRound(1, faultStop, variantPlain, 50, 10*sec+1e8, 14*sec, evs[2])
+			rd.part = "0"
+			res := checkParted(evs, []*round{rd}, nil, 0)
+			if hasViolation(res, "partition 0:") || hasViolation(res, "partition 1:") {
+				t.Errorf("violations %q; want none in partitions 0 and 1 (their supervisor was frozen)", res.violations)
+			}
+			if got := len(res.overlaps); got != 2 || res.overlaps[0].class != "frozen" || res.overlaps[1].class != "frozen" {
+				t.Errorf("overlaps %+v; want both frozen", res.overlaps)
+			}
+			// Still running 3s after the thaw: a violation, as for a listed one.
+			late := slices.Clone(evs)
+			late[6] = events(t, pev("stop", 17*sec+1e7, 101, 1, 51, "signal=terminated code=3"))[0]
+			late[6].line = 7
+			if res := checkParted(late, []*round{rd}, nil, 0); !hasViolation(res, "partition 1: round 1 (stop/plain): token 51's child ran") {
+				t.Errorf("violations %q; want partition 1's late stop", res.violations)
+			}
+		})
 	}
-	if got := len(res.overlaps); got != 2 || res.overlaps[0].class != "frozen" || res.overlaps[1].class != "frozen" {
-		t.Errorf("overlaps %+v; want both frozen", res.overlaps)
-	}
-	// Still running 3s after the thaw: a violation, as for a listed one.
-	late := slices.Clone(evs)
-	late[6] = events(t, pev("stop", 17*sec+1e7, 101, 1, 51, "signal=terminated code=3"))[0]
-	late[6].line = 7
-	if res := checkParted(late, []*round{rd}, nil, 0); !hasViolation(res, "partition 1: round 1 (stop/plain): token 51's child ran") {
-		t.Errorf("violations %q; want partition 1's late stop", res.violations)
-	}
+	t.Run("started after the thaw", func(t *testing.T) {
+		evs := frozenPairEvents(t, 14*sec+5e6)
+		rd := faultRound(1, faultStop, variantPlain, 50, 10*sec+1e8, 14*sec, evs[2])
+		rd.part = "0"
+		if res := checkParted(evs, []*round{rd}, nil, 0); !hasViolation(res, "partition 1: overlap after no fault") {
+			t.Errorf("violations %q; want partition 1's overlap (its child started after the thaw)", res.violations)
+		}
+	})
 }
 
-// A partition whose child read its start clock only after the SIGSTOP
-// (its supervisor forked it just before the freeze; seen on Kubernetes,
-// 14 ms after the partition the round names) is the frozen-supervisor
-// case too: a frozen supervisor forks nothing.
-func TestCheckPartitionForkedJustBeforeFreezeIsFrozen(t *testing.T) {
-	evs := events(t,
+// frozenPairEvents are the events of a replica holding partitions 0 and 1
+// (partition 1's child started at started), both taken over at 13s and
+// stopped at 14.01s.
+func frozenPairEvents(t *testing.T, started int64) []event {
+	t.Helper()
+	return events(t,
 		pstart(10*sec, 100, 0, 50, 1, ""),
-		pstart(10*sec+15e7, 101, 1, 51, 1, ""), // its child's own start, after the SIGSTOP at 10.1s
+		pstart(started, 101, 1, 51, 1, ""),
 		pstart(13*sec, 200, 0, 60, 0, "100"),
 		pstart(13*sec, 201, 1, 61, 0, "101"),
 		pev("stop", 14*sec+1e7, 100, 0, 50, "signal=terminated code=3"),
@@ -364,21 +377,4 @@ func TestCheckPartitionForkedJustBeforeFreezeIsFrozen(t *testing.T) {
 		pev("stop", 14*sec+1e7, 101, 1, 51, "signal=terminated code=3"),
 		pev("overlap-end", 14*sec+2e7, 201, 1, 61, "waited=1020000000"),
 	)
-	rd := faultRound(1, faultStop, variantPlain, 50, 10*sec+1e8, 14*sec, evs[2])
-	rd.part = "0"
-	res := checkParted(evs, []*round{rd}, nil, 0)
-	if hasViolation(res, "partition 0:") || hasViolation(res, "partition 1:") {
-		t.Errorf("violations %q; want none in partitions 0 and 1 (their supervisor was frozen)", res.violations)
-	}
-	if got := len(res.overlaps); got != 2 || res.overlaps[0].class != "frozen" || res.overlaps[1].class != "frozen" {
-		t.Errorf("overlaps %+v; want both frozen", res.overlaps)
-	}
-	// A child of that replica that started after the thaw is no longer
-	// the frozen case: its overlap is a violation.
-	after := slices.Clone(evs)
-	after[1] = events(t, pstart(14*sec+5e6, 101, 1, 51, 1, ""))[0]
-	after[1].line = 2
-	if res := checkParted(after, []*round{rd}, nil, 0); !hasViolation(res, "partition 1: overlap after no fault") {
-		t.Errorf("violations %q; want partition 1's overlap (its child started after the thaw)", res.violations)
-	}
 }
