@@ -82,7 +82,7 @@ RACE_PKGS = ./elect/... ./lease/... ./supervise/... ./signals/... ./config/... .
 # CHAOS_BOUND is how much longer than the TTL a fault may leave a name
 # without a child in make test's short chaos runs: 3s, not the suite's 1s,
 # because they share two cores with each other and with the servers, and a
-# liveness miss there (CI at bae4f7e: Redis, a new child 5.6 s after a
+# liveness miss there (CI at 25f9259: Redis, a new child 5.6 s after a
 # kill-conn, 1.6 s over; the same seed alone passed) is not a safety
 # finding. Long runs (LEADERRUN_CHAOS=long) keep the suite's 1s.
 CHAOS_BOUND ?= 3s
