@@ -108,6 +108,7 @@ func (c *fakeChild) Pid() int                    { return 1000 + c.n }
 func (c *fakeChild) Done() <-chan struct{}       { return c.done }
 func (c *fakeChild) Signal(syscall.Signal) error { return nil }
 func (c *fakeChild) Stop() supervise.Status      { return c.StopWith(syscall.SIGTERM) }
+func (c *fakeChild) Deliver(syscall.Signal)      {}
 
 func (c *fakeChild) StopWith(sig syscall.Signal) supervise.Status {
 	c.end(supervise.Status{Signal: sig})

@@ -74,6 +74,7 @@ func (c *slowChild) Pid() int                    { return 2000 + c.p }
 func (c *slowChild) Done() <-chan struct{}       { return c.done }
 func (c *slowChild) Signal(syscall.Signal) error { return nil }
 func (c *slowChild) Stop() supervise.Status      { return c.StopWith(syscall.SIGTERM) }
+func (c *slowChild) Deliver(syscall.Signal)      {}
 
 // exit makes the command exit on its own, with status 1.
 func (c *slowChild) exit() {

@@ -26,6 +26,11 @@ func (r *Replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			case signals.Stop:
 				if !r.stopped() {
 					passed := signals.PassOn(sig, r.cfg.StopSignal)
+					// The commands first: their tenures' ends log, and
+					// wait for them to stop, once they have it.
+					for _, c := range r.commands() {
+						c.Deliver(passed)
+					}
 					r.log.Info("received stop signal", "signal", signals.Name(sig), "command_gets", signals.Name(passed))
 					if passed != sig {
 						r.mu.Lock()

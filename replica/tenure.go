@@ -48,6 +48,7 @@ type child interface {
 	Signal(sig syscall.Signal) error
 	Stop() supervise.Status
 	StopWith(sig syscall.Signal) supervise.Status
+	Deliver(sig syscall.Signal)
 }
 
 // startChild starts a tenure's command.

@@ -67,17 +67,11 @@ func treeOf(w Where, child *process) (tree, error) {
 // namespaceInit reports whether process pid is PID 1 of its own PID
 // namespace (the last NSpid of /proc/PID/status).
 func namespaceInit(pid int) (bool, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	pids, err := procstat.NSPids(pid)
 	if err != nil {
 		return false, err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if ids, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(ids)
-			return len(f) > 1 && f[len(f)-1] == "1", nil
-		}
-	}
-	return false, errors.New("no NSpid in its status")
+	return len(pids) > 1 && pids[len(pids)-1] == 1, nil
 }
 
 // holdersCgroup returns the directory of the cgroup that process pid runs

@@ -34,6 +34,7 @@ type Child struct {
 	// word: a prepared start's handshake pipe, on which Prepared.Start
 	// tells the init to run the command (see prepare.go).
 	word *os.File
+	ns   *nsLaunch // how a child in a PID namespace was started, or nil
 	cg   *cgroup   // the child's own cgroup, or nil; see cgroup.go
 	tty  *terminal // the controlling terminal on its stdin, or nil; see tty.go
 
@@ -43,6 +44,12 @@ type Child struct {
 	stopAsked atomic.Bool
 
 	stopOnce sync.Once
+	// stopSent: the stop signal went, by Deliver or Stop, and stopSig
+	// names it; stopReached: a process received it. Set under
+	// theReaper.mu.
+	stopSent    bool
+	stopReached bool
+	stopSig     syscall.Signal
 }
 
 // Start runs the command described by spec. The error wraps ErrNotFound or
@@ -209,6 +216,10 @@ func (c *Child) run(path string, started chan<- error) {
 		started <- forkError(c.spec.Path, err)
 		return
 	}
+	if ns != nil {
+		c.ns = ns
+		go ns.readStarted()
+	}
 	started <- nil
 
 	<-c.reaped
@@ -256,7 +267,8 @@ func (c *Child) Status() Status {
 // Signal sends sig to the child's process group, and to the child itself if
 // it has left that group. After the child has been reaped it does nothing and
 // returns nil, so it never signals a recycled pid. In a namespace, the
-// signals go to the init, which passes them to the command's group;
+// signals go to the init, which passes them to the command's group (only
+// Stop's and Deliver's stop signal goes to that group directly);
 // SIGSTOP is sent as SIGTSTP, which the init turns into SIGSTOP. While a
 // suspension holds the child's tree frozen, SIGCONT waits until the tree
 // was thawed or killed (see Suspend).

@@ -27,5 +27,9 @@
 // Stop sends the stop signal to the group, waits KillGrace, sends SIGKILL to
 // the group, then kills every remaining child of this process that is not
 // another live Child, until none is left. It returns only when all of them
-// have been reaped.
+// have been reaped. In a PID namespace the stop signal goes from this
+// process to the command's group itself, found by the pid the init reports
+// once the command runs (see nsstop.go); other signals go through the
+// init. Deliver sends the stop signal ahead of Stop, which then sends none
+// of its own.
 package supervise

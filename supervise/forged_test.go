@@ -98,6 +98,11 @@ func TestNamespaceStatusReportIsChecked(t *testing.T) {
 		{"no-newline", "7 0", fallback},
 		{"extra-field", "7 0 1\n", fallback},
 		{"flood", strings.Repeat("0", 65536) + " 0\n", fallback},
+		{"started-then-exit", "started 7\n3 0\n", Status{Code: 3}},
+		{"started-bad-pid", "started x\n3 0\n", fallback},
+		{"started-pid-1", "started 1\n3 0\n", fallback},
+		{"started-twice", "started 7\nstarted 8\n3 0\n", fallback},
+		{"started-flood", "started " + strings.Repeat("7", 65536) + "\n3 0\n", fallback},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, w, err := os.Pipe()

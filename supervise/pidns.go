@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -150,6 +152,12 @@ type nsLaunch struct {
 	// prepared: the init waits for the word to run the command (see
 	// prepare.go), which goes on hsWrite, kept open until then.
 	prepared bool
+
+	// The init's started line (see readStarted): the command's pid in the
+	// namespace once it was read, else 0; and what was read in its place.
+	command     atomic.Int64
+	startedOnce sync.Once
+	rest        []byte
 }
 
 // forked is called once the init runs: this process's copies of the
@@ -170,10 +178,40 @@ func (l *nsLaunch) forked() {
 func (l *nsLaunch) awaitReady() {
 	l.status.SetReadDeadline(time.Now().Add(handshakeWait + time.Second))
 	defer l.status.SetReadDeadline(time.Time{})
+	l.early = string(readLine(l.status, len(nsinit.Ready)))
+}
+
+// maxStartedLen is the length of the longest started line.
+const maxStartedLen = len(nsinit.Started + "4194304\n")
+
+// readStarted reads the init's started line (nsinit.EncodeStarted), which
+// follows the ready line once the command runs, and records the command's
+// pid in the namespace. What it read in the line's place (the command's
+// status, when it never ran) is kept for finish. It returns at the line's
+// end or the pipe's, and reads only once: run calls it on a goroutine of
+// its own when the init is ready, finish before it reads the status.
+func (l *nsLaunch) readStarted() {
+	l.startedOnce.Do(func() {
+		line := readLine(l.status, maxStartedLen)
+		digits, ok := strings.CutPrefix(string(line), nsinit.Started)
+		if digits, ok = strings.CutSuffix(digits, "\n"); ok && len(digits) <= 7 && strings.Trim(digits, "0123456789") == "" {
+			if pid, err := strconv.Atoi(digits); err == nil && pid > 1 {
+				l.command.Store(int64(pid))
+				return
+			}
+		}
+		l.rest = line
+	})
+}
+
+// readLine reads from f up to the end of a line, the end of f or its read
+// deadline, or max bytes, one byte at a time (what follows the line is not
+// this reader's), and returns what it read.
+func readLine(f *os.File, max int) []byte {
 	b := make([]byte, 1)
 	var line []byte
-	for len(line) < len(nsinit.Ready) {
-		if n, err := l.status.Read(b); n == 0 || err != nil {
+	for len(line) < max {
+		if n, err := f.Read(b); n == 0 || err != nil {
 			break
 		}
 		line = append(line, b[0])
@@ -181,7 +219,7 @@ func (l *nsLaunch) awaitReady() {
 			break
 		}
 	}
-	l.early = string(line)
+	return line
 }
 
 // prepareNamespace rewrites what run forks: path and args become the
@@ -277,7 +315,9 @@ func (l *nsLaunch) finish(st Status, logger *slog.Logger) Status {
 	if l.prepared {
 		l.hsWrite.Close() // a start given up: the init had no word
 	}
+	l.readStarted() // the init is reaped: it returns at once
 	b, _ := io.ReadAll(io.LimitReader(l.status, int64(maxReportLen+1)))
+	b = append(l.rest, b...)
 	if l.early != nsinit.Ready {
 		b = append([]byte(l.early), b...)
 	}

@@ -39,12 +39,40 @@ func (c *Child) StopWith(sig syscall.Signal) Status {
 	return c.Status()
 }
 
+// Deliver sends sig, the stop signal, to the child's group now, ahead of
+// the Stop or StopWith that is to follow, which then sends no stop signal of
+// its own (it logs, sends SIGCONT and waits as after its own): leaderrun
+// tells its commands to stop as soon as it is told to, before it logs or
+// wakes the goroutines that end their tenures. Only the first stop signal
+// goes, by Deliver or Stop; none goes while a suspension holds the tree
+// frozen (Stop thaws it first, then sends its own).
+func (c *Child) Deliver(sig syscall.Signal) {
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
+	if !c.stopSent && c.frozen == nil {
+		c.sendStopLocked(sig)
+	}
+}
+
+// sendStopLocked sends sig, the stop signal, and records that it went.
+// theReaper.mu must be held.
+func (c *Child) sendStopLocked(sig syscall.Signal) {
+	c.stopSent, c.stopSig = true, sig
+	c.stopReached = c.signalCommandLocked(sig) || c.signalLocked(sig)
+}
+
 func (c *Child) stop(sig syscall.Signal) {
 	c.awaitThaw() // a frozen tree is thawed or killed first (see Suspend)
 	grace := c.spec.KillGrace
 	deadline := time.Now().Add(grace)
 	gone := false
-	if c.signal(sig) {
+	theReaper.mu.Lock()
+	if !c.stopSent {
+		c.sendStopLocked(sig)
+	}
+	sig, reached := c.stopSig, c.stopReached
+	theReaper.mu.Unlock()
+	if reached {
 		c.logger.Info("stopping child", "pid", c.pid, "signal", signals.Name(sig), "grace", grace)
 		if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
 			c.signal(syscall.SIGCONT)

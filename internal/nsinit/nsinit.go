@@ -96,8 +96,21 @@ const (
 const HandshakeWait = 5 * time.Second
 
 // Ready is what the init writes on the status pipe once it forwards
-// signals; its final status follows.
+// signals; the started line (EncodeStarted) follows once the command
+// runs, then its final status (EncodeStatus).
 const Ready = "ready\n"
+
+// Started begins the line the init writes on the status pipe once its
+// command runs (EncodeStarted).
+const Started = "started "
+
+// EncodeStarted is the init's report that its command runs as pid in the
+// namespace: "started PID\n". The supervisor finds the command by it, to
+// send the stop signal to the command's group itself, without the init's
+// forwarding on the way.
+func EncodeStarted(pid int) string {
+	return Started + strconv.Itoa(pid) + "\n"
+}
 
 // EnvValue returns the Env assignment for an init that stops its command
 // with stop, waits grace before SIGKILL, and expects nonce.
@@ -261,6 +274,7 @@ func Run() int {
 		report(fd, EncodeStatus(code, 0))
 		return code
 	}
+	report(fd, EncodeStarted(c.pid))
 	// Started: what the init still runs is a small loop, which needs no
 	// directory. The command keeps the one it was started in; the init
 	// moves to /, as dumb-init does, so as not to keep that one busy (a

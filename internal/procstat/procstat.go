@@ -1,13 +1,15 @@
 // Package procstat reads a process's identity from /proc/PID/stat (its
-// parent, process group, session, state and start time) and its PID
-// namespace, and this process's identity (Self).
+// parent, process group, session, state and start time), its PID namespace
+// and its pids in the nested ones, and this process's identity (Self).
 package procstat
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -33,7 +35,7 @@ func Read(pid int) (Stat, error) {
 	if pid <= 0 {
 		return Stat{}, fmt.Errorf("read stat of pid %d: not a process id", pid)
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	data, err := ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return Stat{}, fmt.Errorf("read stat of pid %d: %w", pid, err)
 	}
@@ -48,6 +50,32 @@ func Read(pid int) (Stat, error) {
 }
 
 var errMalformed = errors.New("malformed /proc/PID/stat")
+
+// ReadFile reads a file of /proc in three system calls (os.ReadFile makes
+// about ten, as it tries the runtime's poller first): a stop signal's way
+// to a command reads a few of them. Its errors are os.ReadFile's.
+func ReadFile(path string) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	b := make([]byte, 0, 2048)
+	for {
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return b, nil
+		}
+		if b = b[:len(b)+n]; len(b) == cap(b) {
+			b = slices.Grow(b, len(b))
+		}
+	}
+}
 
 // Parse parses the contents of /proc/PID/stat. The command name, between
 // the first "(" and the last ")", may hold any bytes, spaces and
@@ -93,6 +121,34 @@ func PIDNamespace(pid string) (uint64, error) {
 		return 0, fmt.Errorf("read the PID namespace of %s: inode 0", pid)
 	}
 	return st.Ino, nil
+}
+
+// NSPids returns process pid's pid in each PID namespace it is in, from
+// the one of the /proc mount to its own (the NSpid line of
+// /proc/PID/status): one pid outside a nested namespace.
+func NSPids(pid int) ([]int, error) {
+	data, err := ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, fmt.Errorf("read status of pid %d: %w", pid, err)
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		ids, ok := bytes.CutPrefix(line, []byte("NSpid:"))
+		if !ok {
+			continue
+		}
+		var pids []int
+		for _, f := range bytes.Fields(ids) {
+			n, err := strconv.Atoi(string(f))
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("read status of pid %d: malformed NSpid", pid)
+			}
+			pids = append(pids, n)
+		}
+		if len(pids) > 0 {
+			return pids, nil
+		}
+	}
+	return nil, fmt.Errorf("read status of pid %d: no NSpid", pid)
 }
 
 // Identity is what of a process never changes while it lives: its pid,
