@@ -93,11 +93,23 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (en
 	if end != nil {
 		go read(false)
 	}
+	// gone: once this follower took the name at the stopping word, the
+	// command's exit, with its whole tree gone, proves the tenure over
+	// without the holder's reap of it and its end word.
+	var gone chan struct{}
 watch:
 	for {
 		select {
 		case err = <-dead:
 			break watch
+		case <-gone:
+			gone = nil
+			if why := treeGone(child, tree); why != nil {
+				log.Debug("the leader's command exited; waiting for its end signal", "why", why)
+				continue
+			}
+			log.Info("the leader on this host is ending its tenure; its command's whole tree is gone")
+			return true, nil
 		case word := <-words:
 			switch {
 			case holder.exited():
@@ -110,6 +122,12 @@ watch:
 				log.Info("the leader on this host is stopping its command; taking the lease now, our command starts once that one is gone")
 				ending()
 				go read(true)
+				gone = make(chan struct{}, 1)
+				go func(gone chan<- struct{}) {
+					if child.wait(ctx) == nil {
+						gone <- struct{}{}
+					}
+				}(gone)
 				continue
 			}
 			// Only the holder writes the end word, and only once its

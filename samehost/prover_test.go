@@ -424,6 +424,62 @@ func TestProveLetsOneFollowerTakeNameAtStoppingWord(t *testing.T) {
 	}
 }
 
+// TestProveTakesStoppingTenureOnceItsTreeIsGone: after the holder's word
+// that it is stopping its command, the follower that took the name proves
+// the tenure over as soon as the command has exited with its whole tree
+// gone, without waiting for the holder to reap it and send its end
+// signal. A command that exits while its cgroup still holds a process
+// proves nothing: the follower waits on for the holder's end signal.
+func TestProveTakesStoppingTenureOnceItsTreeIsGone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stop     func(ten *tenure) // what of the command's tree dies, in order
+		endAfter bool              // the holder must end its tenure (SIGUSR1) for Prove to return
+	}{
+		{"the whole tree", func(ten *tenure) {
+			syscall.Kill(ten.sleeper, syscall.SIGKILL)
+			waitUntil(t, "the sleeper's exit", func() bool { return !running(ten.sleeper) })
+			syscall.Kill(ten.command, syscall.SIGKILL)
+		}, false},
+		{"the command alone", func(ten *tenure) { syscall.Kill(ten.command, syscall.SIGKILL) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ten := startTenure(t, shape{end: true})
+			told := make(chan struct{}, 1)
+			done := proveEnding(t, t.Context(), record(ten.where), func() { told <- struct{}{} })
+			if err := ten.holder.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-told:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the follower was not told at the stopping word that it may take the name")
+			}
+			tc.stop(ten)
+			waitUntil(t, "the command's exit", func() bool { return !running(ten.command) })
+			if tc.endAfter {
+				select {
+				case r := <-done:
+					t.Fatalf("Prove = %v, %v while the command's sleeper still runs; want it to wait", r.ended, r.err)
+				case <-time.After(300 * time.Millisecond):
+				}
+				if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := returned(t, done, "the command's whole tree was gone"); r.err != nil || !r.ended {
+				t.Fatalf("Prove = %v, %v; want true, nil once the stopping holder's command and its tree are gone", r.ended, r.err)
+			}
+			if !running(ten.holder.Process.Pid) {
+				t.Error("the holder is dead; want it alive (nothing may signal it)")
+			}
+			if running(ten.sleeper) {
+				t.Error("Prove returned while the sleeper runs")
+			}
+		})
+	}
+}
+
 // TestEndClaimLastsUntilClosed: one reader of an end signal claims it;
 // another cannot until the first closes its end.
 func TestEndClaimLastsUntilClosed(t *testing.T) {
