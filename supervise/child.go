@@ -35,8 +35,14 @@ type Child struct {
 	// tells the init to run the command (see prepare.go).
 	word *os.File
 	ns   *nsLaunch // how a child in a PID namespace was started, or nil
-	cg   *cgroup   // the child's own cgroup, or nil; see cgroup.go
-	tty  *terminal // the controlling terminal on its stdin, or nil; see tty.go
+	// cmd: a pidfd of the command a namespace's init runs, and its pid
+	// here, while held (see nsstop.go). Guarded by theReaper.mu.
+	cmd struct {
+		held    bool
+		fd, pid int
+	}
+	cg  *cgroup   // the child's own cgroup, or nil; see cgroup.go
+	tty *terminal // the controlling terminal on its stdin, or nil; see tty.go
 
 	frozen *frozenTree // while a suspension holds its tree frozen; guarded by theReaper.mu (see freeze.go)
 	// stopAsked: a SIGSTOP was passed to the namespace's init to stop the
@@ -218,11 +224,14 @@ func (c *Child) run(path string, started chan<- error) {
 	}
 	if ns != nil {
 		c.ns = ns
-		go ns.readStarted()
+		go c.holdCommand()
 	}
 	started <- nil
 
 	<-c.reaped
+	if ns != nil {
+		c.releaseCommand()
+	}
 	if ns != nil {
 		theReaper.mu.Lock()
 		logger := c.logger // a prepared start's is its tenure's

@@ -69,11 +69,16 @@ func TestDeliverReachesTheCommandPastAStoppedInit(t *testing.T) {
 	c.Stop()
 }
 
-// awaitCommandKnown waits until the supervisor knows the pid of the command
-// that c's namespace init runs (the init's started line), if c has one.
+// awaitCommandKnown waits until the supervisor holds a pidfd of the
+// command that c's namespace init runs (after the init's started line), if
+// c has one.
 func awaitCommandKnown(t *testing.T, c *Child) {
 	t.Helper()
 	if c.ns != nil {
-		waitFor(t, "the init's started line", func() bool { return c.ns.command.Load() != 0 })
+		waitFor(t, "a pidfd of the namespace's command", func() bool {
+			theReaper.mu.Lock()
+			defer theReaper.mu.Unlock()
+			return c.cmd.held
+		})
 	}
 }

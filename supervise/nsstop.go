@@ -10,28 +10,49 @@ import (
 	"github.com/leaderrun/leaderrun/internal/procstat"
 )
 
+// holdCommand opens a pidfd of the command that c, the init of a PID
+// namespace, runs, once the init has said which it is (readStarted), and
+// holds it until the init is reaped (releaseCommand): the stop signal then
+// goes to the command's group with no lookup on its way.
+func (c *Child) holdCommand() {
+	c.ns.readStarted()
+	nspid := int(c.ns.command.Load())
+	if nspid == 0 {
+		return
+	}
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
+	if !theReaper.isLive(c.pid) || c.cmd.held {
+		return // until the reaper has the init, c.pid is the init's
+	}
+	if fd, pid := commandPidfd(c.pid, nspid); fd >= 0 {
+		c.cmd.held, c.cmd.fd, c.cmd.pid = true, fd, pid
+	}
+}
+
+// releaseCommand closes the pidfd that holdCommand opened, if it did.
+func (c *Child) releaseCommand() {
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
+	if c.cmd.held {
+		unix.Close(c.cmd.fd)
+		c.cmd.held = false
+	}
+}
+
 // signalCommandLocked sends sig to the group of the command that c, the
 // init of a PID namespace, runs, from this process: the init's forwarding
 // (its Go runtime's signal handler, then its loop) would first have to be
 // scheduled, on a busy host about a millisecond of a hand-off. Like the
 // init, it also signals the command itself if that left its group. It
-// reports whether the signal went; false (no namespace, the command not
-// started or not found among the init's children) leaves the signal to the
-// init. theReaper.mu must be held: until the reaper has the init, c.pid is
-// the init's.
+// reports whether the signal went; false (no namespace, or no pidfd of the
+// command held yet) leaves the signal to the init. theReaper.mu must be
+// held.
 func (c *Child) signalCommandLocked(sig syscall.Signal) bool {
-	if c.ns == nil || !theReaper.isLive(c.pid) {
+	if !c.cmd.held || !theReaper.isLive(c.pid) {
 		return false
 	}
-	nspid := int(c.ns.command.Load())
-	if nspid == 0 {
-		return false
-	}
-	fd, pid := commandPidfd(c.pid, nspid)
-	if fd < 0 {
-		return false
-	}
-	defer unix.Close(fd)
+	fd, pid := c.cmd.fd, c.cmd.pid
 	// The pidfd pins the process group's ID: a group of the same number
 	// made after the command's end is another, and never signalled.
 	sent := unix.PidfdSendSignal(fd, sig, nil, unix.PIDFD_SIGNAL_PROCESS_GROUP) == nil
