@@ -36,15 +36,30 @@ func (s *single) announceStop(ten *elect.Tenure, sig *samehost.EndSignal) {
 	}
 	select {
 	case <-s.stopping:
-		if ten.Context().Err() == nil {
-			ten.Yield()
-			sig.Stopping()
-		}
+		stoppingWord(ten, sig)
 	case <-ten.Context().Done():
 		if openStepDown(ten) {
 			sig.Stopping() // the tenure no longer renews: nothing to yield
 		}
 	}
+}
+
+// stoppingWord yields ten and writes the stopping word into its end signal
+// sig, once: a stop signal ends the tenure. The stop signal's goroutine
+// calls it at once (Replica.stopWord), announceStop as well.
+func stoppingWord(ten *elect.Tenure, sig *samehost.EndSignal) {
+	if sig != nil && ten.Context().Err() == nil {
+		ten.Yield()
+		sig.Stopping()
+	}
+}
+
+// setStopWord sets, or clears with nil, what the stop signal's goroutine
+// calls to tell this host's followers that the tenure ends.
+func (s *single) setStopWord(word func()) {
+	s.mu.Lock()
+	s.stopWord = word
+	s.mu.Unlock()
 }
 
 // openStepDown reports whether ten ended at a step-down request that names

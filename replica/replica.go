@@ -87,6 +87,10 @@ type Replica struct {
 	// children returns the running commands, which signals are
 	// forwarded to; it takes mu.
 	children func() []child
+	// stopWord, when set (under mu) by the mode, tells the followers on
+	// this host that the tenure ends at a stop signal (see announceStop):
+	// the stop signal's goroutine calls it before it logs.
+	stopWord func()
 	// starting is read-locked by each start of a command until the
 	// command is published, and write-locked to relay a signal (commands):
 	// a signal that arrives as a command starts waits for it, instead of

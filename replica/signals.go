@@ -26,10 +26,18 @@ func (r *Replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 			case signals.Stop:
 				if !r.stopped() {
 					passed := signals.PassOn(sig, r.cfg.StopSignal)
-					// The commands first: their tenures' ends log, and
-					// wait for them to stop, once they have it.
+					// The commands first, and the followers on this
+					// host (which may take the name while the commands
+					// stop), before anything is logged: the tenures'
+					// ends log, and wait, once those have it.
 					for _, c := range r.commands() {
 						c.Deliver(passed)
+					}
+					r.mu.Lock()
+					word := r.stopWord
+					r.mu.Unlock()
+					if word != nil {
+						word()
 					}
 					r.log.Info("received stop signal", "signal", signals.Name(sig), "command_gets", signals.Name(passed))
 					if passed != sig {

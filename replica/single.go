@@ -97,6 +97,7 @@ func (s *single) loop() error {
 			"previous_tenure", previous, "command", strings.Join(s.cfg.Command, " "))
 		sig := s.endSignal(log)
 		go s.announceStop(ten, sig)
+		s.setStopWord(func() { stoppingWord(ten, sig) })
 		env := s.childEnv(ten)
 		health := s.healthGuard(ten, env, log)
 		end := s.serve(ten, env, log, func(c child) {
@@ -110,6 +111,7 @@ func (s *single) loop() error {
 			}
 		}, s.stopping, health.restart)
 		health.end()
+		s.setStopWord(nil)
 		if s.cfg.Hooks != nil && end.startErr == nil {
 			s.cfg.Hooks.Ended()
 		}
