@@ -38,6 +38,8 @@
 // without waiting for the release to reach it through the store. A holder
 // stopped by a signal says first that it is stopping (EndSignal.Stopping):
 // the follower that claims that word takes the name while the old command
-// stops, and starts its own only after the end itself, as above.
+// stops, and starts its own only after the end itself, as above, or once
+// the old command has exited with its whole tree gone, whichever it sees
+// first.
 // docs/design.md has the full argument.
 package samehost

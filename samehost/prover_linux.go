@@ -108,7 +108,7 @@ watch:
 				log.Debug("the leader's command exited; waiting for its end signal", "why", why)
 				continue
 			}
-			log.Info("the leader on this host is ending its tenure; its command's whole tree is gone")
+			log.Info("the leader on this host ended its tenure; its command's whole tree is gone", "seen_at", "the command's exit")
 			return true, nil
 		case word := <-words:
 			switch {
