@@ -51,6 +51,10 @@ type EndSignal struct {
 	ino      uint64
 	path     string
 	stopping bool // Stopping wrote its word
+	// watchedAtStop: a follower had the signal open when Stopping wrote
+	// its word; it may take the name there and close its end before the
+	// holder sends the end word (Watched).
+	watchedAtStop bool
 }
 
 // endSeq numbers the end signals of this process.
@@ -209,17 +213,22 @@ func (s *EndSignal) Mark(w Where) Where {
 }
 
 // Watched reports whether a follower has the end signal open (a FIFO
-// whose every read end is closed polls as an error for its writer). A nil
-// or sent s is not watched.
+// whose every read end is closed polls as an error for its writer), or had
+// it open when Stopping wrote its word: the follower that claims that word
+// may prove the tenure over at the command's end and close its end before
+// the end word. A nil or sent s is not watched.
 func (s *EndSignal) Watched() bool {
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fd < 0 {
-		return false
-	}
+	return s.fd >= 0 && (s.watchedAtStop || s.readLocked())
+}
+
+// readLocked reports whether a follower has the end signal open; s.mu is
+// held and s.fd open.
+func (s *EndSignal) readLocked() bool {
 	revents, ok := pollNow(s.fd, unix.POLLOUT)
 	return ok && revents&unix.POLLERR == 0
 }
@@ -247,7 +256,7 @@ func (s *EndSignal) Stopping() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fd >= 0 && !s.stopping {
-		s.stopping = true
+		s.stopping, s.watchedAtStop = true, s.readLocked()
 		s.write(wordStopping)
 	}
 }

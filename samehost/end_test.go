@@ -443,3 +443,34 @@ func TestProveOpensOnlyTheHoldersFIFO(t *testing.T) {
 		})
 	}
 }
+
+// TestEndSignalWatchedSinceTheStoppingWord: a follower that had the end
+// signal open when the holder wrote its stopping word may take the name and
+// close its end before the end word (it proves the tenure over at the
+// command's end): the holder still counts the signal watched, and looks for
+// the follower's takeover before it releases. Nobody reading at the word,
+// nor since, is not watched.
+func TestEndSignalWatchedSinceTheStoppingWord(t *testing.T) {
+	for _, reader := range []bool{true, false} {
+		t.Run(fmt.Sprint("reader ", reader), func(t *testing.T) {
+			sig, err := NewEndSignal()
+			if err != nil {
+				t.Skip(err)
+			}
+			t.Cleanup(sig.Send)
+			if reader {
+				fd, err := unix.Open(sig.Mark(Where{}).EndPath, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sig.Stopping()
+				unix.Close(fd)
+			} else {
+				sig.Stopping()
+			}
+			if got := sig.Watched(); got != reader {
+				t.Errorf("Watched() = %v after the stopping word with a reader then: %v; want %v", got, reader, reader)
+			}
+		})
+	}
+}
