@@ -703,6 +703,36 @@ func (l *lines) String() string {
 	return l.b.String()
 }
 
+// TestLoopCommandEndedByTheDeliveredStopSignalIsStopped: a command that
+// the stop signal's goroutine told to stop (Deliver) may end before the
+// loop sees the replica stopping: that end is the stop, said as one ("command
+// stopped", the stop signal as the tenure's end), not an exit of its own.
+func TestLoopCommandEndedByTheDeliveredStopSignalIsStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lines
+		lp := startLoop(t, nil, func(lp *loop) {
+			lp.l.log = slog.New(slog.NewTextHandler(&logged, nil))
+		})
+		c := lp.next(time.Second)
+		time.Sleep(5 * time.Second)
+		// As relaySignals does: the stop asked, the command's stop
+		// signal delivered and the command ended, then stopping closed.
+		lp.l.stopAsked.Store(true)
+		c.ev.add("exited %d", c.n)
+		c.end(supervise.Status{Signal: syscall.SIGTERM})
+		synctest.Wait()
+		lp.l.stop(syscall.SIGTERM)
+		err := <-lp.errc
+		var exit *Exit
+		if !errors.As(err, &exit) || exit.Status.Signal != syscall.SIGTERM {
+			t.Errorf("loop = %v, want the command killed by SIGTERM", err)
+		}
+		if strings.Contains(logged.String(), `msg="command exited"`) || !strings.Contains(logged.String(), `why="stop signal SIGTERM"`) {
+			t.Errorf("log says the command exited on its own, or not that the stop signal ended the tenure:\n%s", logged.String())
+		}
+	})
+}
+
 // A command that ends on its own in failure — a non-zero status, or a
 // signal that leaderrun did not send, such as the kernel's out-of-memory
 // killer's SIGKILL — is a warning; a clean exit is not. Every "command

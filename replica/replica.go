@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/config"
@@ -91,6 +92,15 @@ type Replica struct {
 	// this host that the tenure ends at a stop signal (see announceStop):
 	// the stop signal's goroutine calls it before it logs.
 	stopWord func()
+	// stopAsked: relaySignals is stopping the replica. It sets it before
+	// it gives the commands their stop signal (Deliver) and before it
+	// closes stopping: a command that ends meanwhile ends at that signal,
+	// not on its own (serve).
+	stopAsked atomic.Bool
+	// deliver: the mode's commands get the stop signal from relaySignals
+	// itself (Deliver), ahead of their tenures' ends. The partitioned mode
+	// hands each partition off in order instead.
+	deliver bool
 	// starting is read-locked by each start of a command until the
 	// command is published, and write-locked to relay a signal (commands):
 	// a signal that arrives as a command starts waits for it, instead of

@@ -30,8 +30,11 @@ func (r *Replica) relaySignals(sigs <-chan os.Signal, quit <-chan struct{}) {
 					// host (which may take the name while the commands
 					// stop), before anything is logged: the tenures'
 					// ends log, and wait, once those have it.
-					for _, c := range r.commands() {
-						c.Deliver(passed)
+					r.stopAsked.Store(true)
+					if r.deliver {
+						for _, c := range r.commands() {
+							c.Deliver(passed)
+						}
 					}
 					r.mu.Lock()
 					word := r.stopWord

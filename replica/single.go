@@ -27,6 +27,7 @@ type single struct {
 func newSingle(r *Replica) *single {
 	s := &single{Replica: r, check: runCheck}
 	r.mode = s
+	r.deliver = true
 	r.children = func() []child {
 		r.mu.Lock()
 		defer r.mu.Unlock()

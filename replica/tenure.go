@@ -187,6 +187,15 @@ func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publi
 	started := time.Now()
 	select {
 	case <-child.Done():
+		if r.stopAsked.Load() {
+			// It ended at the stop signal that relaySignals gave it
+			// (Deliver), which closes stopping next: the stop, not an
+			// exit of its own.
+			<-r.stopping
+			end.stopped, end.why = true, r.stopReason()
+			end.status = child.StopWith(r.signal())
+			break
+		}
 		ran := time.Since(started)
 		end = tenureEnd{status: child.Stop(), exited: true, quick: ran < quickExit} // Stop kills what the command left behind
 		end.why = "command " + end.status.String()
