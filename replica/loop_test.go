@@ -831,7 +831,9 @@ func (h eventHooks) Ended()   { h.ev.add("hook ended") }
 func TestLoopHooksAroundTheCommand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lp := startLoop(t, nil, func(l *loop) { l.l.cfg.Hooks = eventHooks{l.ev} })
-		lp.next(time.Second).exit(1)
+		c := lp.next(time.Second)
+		synctest.Wait() // the start published (the fake's start hands the child over first)
+		c.exit(1)
 		lp.next(10 * time.Second)
 		want := []string{"started 0", "hook started", "exited 0", "stopped 0", "hook ended", "released", "started 1"}
 		for i := 1; i < len(want); i++ {
