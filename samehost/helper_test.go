@@ -67,18 +67,20 @@ func TestMain(m *testing.M) {
 			os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %s", w.EndIno, w.EndPath), 0o644)
 			os.Rename(path+".tmp", path)
 		}
+		// SIGUSR1: end the tenure as leaderrun does (the command's whole
+		// tree killed and gone, then the end signal); SIGUSR2: send the
+		// end signal with the command still running; SIGHUP: say that
+		// the tenure is ending, as leaderrun does when a stop signal
+		// comes, and do nothing else. Subscribed before the command
+		// starts: a test signals the holder once the command has said
+		// its pids.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 		if err := c.Start(); err != nil {
 			os.Exit(3)
 		}
 		reaped := make(chan struct{})
 		go func() { c.Wait(); close(reaped) }()
-		// SIGUSR1: end the tenure as leaderrun does (the command's whole
-		// tree killed and gone, then the end signal); SIGUSR2: send the
-		// end signal with the command still running; SIGHUP: say that
-		// the tenure is ending, as leaderrun does when a stop signal
-		// comes, and do nothing else.
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 		for sig := range sigs {
 			if sig == syscall.SIGHUP {
 				end.Stopping()

@@ -96,16 +96,32 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (en
 	// gone: once this follower took the name at the stopping word, the
 	// command's exit, with its whole tree gone, proves the tenure over
 	// without the holder's reap of it and its end word.
+	// A process of the command's cgroup may still be exiting then: the
+	// tree is looked at again, ever less often, until it is gone or the
+	// end word or the holder's death comes first.
 	var gone chan struct{}
+	again := 100 * time.Microsecond
 watch:
 	for {
 		select {
 		case err = <-dead:
 			break watch
 		case <-gone:
-			gone = nil
+			if holder.exited() {
+				err = <-dead // its death, not an end: the dead holder's path
+				break watch
+			}
 			if why := treeGone(child, tree); why != nil {
-				log.Debug("the leader's command exited; waiting for its end signal", "why", why)
+				if again == 100*time.Microsecond {
+					log.Debug("the leader's command exited, its tree not yet gone; looking again", "why", why)
+				}
+				gone = make(chan struct{}, 1)
+				go func(gone chan<- struct{}, d time.Duration) {
+					if pause(ctx, d) == nil {
+						gone <- struct{}{}
+					}
+				}(gone, again)
+				again = min(2*again, 20*time.Millisecond)
 				continue
 			}
 			log.Info("the leader on this host ended its tenure; its command's whole tree is gone", "seen_at", "the command's exit")
