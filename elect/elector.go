@@ -155,10 +155,10 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 		if err == nil {
 			e.answered = true
 			ten := e.newTenure(rec, sent, false)
-			if e.deferGrant(ctx, ten, log) {
+			if e.deferGrant(ctx, ten, e.preferred(ctx), log) {
 				continue
 			}
-			return ten, nil
+			return ten.handOut(), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -206,13 +206,13 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 			if !proved {
 				continue
 			}
-			ten, err := e.seize(ctx, watch, log)
+			ten, pref, err := e.seize(ctx, watch, log)
 			e.unsure = e.unsure || unknownOutcome(err)
 			switch {
-			case err == nil && e.deferGrant(ctx, ten, log):
+			case err == nil && e.deferGrant(ctx, ten, pref, log):
 				watch.spent = true
 			case err == nil:
-				return ten, nil
+				return ten.handOut(), nil
 			case ctx.Err() != nil:
 				return nil, ctx.Err()
 			case errors.Is(err, errSettleLost):

@@ -177,16 +177,23 @@ func (e *Elector) Successor(ctx context.Context) (lease.Standing, bool, error) {
 // interval, after which the name is anyone's again.
 func (e *Elector) deferWindow() time.Duration { return 2 * e.RetryPeriod }
 
+// preference is preferred's answer: the candidate to hand a fresh grant
+// to, if ok.
+type preference struct {
+	to lease.Standing
+	ok bool
+}
+
 // preferred returns the live candidate other than this replica that
 // precedes it and that it has not deferred to already while that one's
-// candidacy lasts, or false.
-func (e *Elector) preferred(ctx context.Context) (lease.Standing, bool) {
+// candidacy lasts, if there is one.
+func (e *Elector) preferred(ctx context.Context) preference {
 	rctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 	list, err := e.Store.Candidates(rctx, e.Name)
 	cancel()
 	if err != nil {
 		e.logger().Debug("cannot read the candidates; keeping the name", "err", err)
-		return lease.Standing{}, false
+		return preference{}
 	}
 	now := e.clock()()
 	mine := e.current(now)
@@ -202,19 +209,19 @@ func (e *Elector) preferred(ctx context.Context) (lease.Standing, bool) {
 			best, found = s, true
 		}
 	}
-	return best, found
+	return preference{best, found}
 }
 
 // deferGrant hands ten, a tenure just granted on which nothing has started,
-// to a live candidate that precedes this replica, if there is one: a
-// step-down naming it, reserving the name for it for deferWindow, then the
-// release. It reports whether it did; when the store refuses or fails,
-// this replica keeps the name.
-func (e *Elector) deferGrant(ctx context.Context, ten *Tenure, log *slog.Logger) bool {
-	to, ok := e.preferred(ctx)
-	if !ok {
+// to p, a live candidate that precedes this replica (preferred), if there
+// is one: a step-down naming it, reserving the name for it for
+// deferWindow, then the release. It reports whether it did; when the
+// store refuses or fails, this replica keeps the name.
+func (e *Elector) deferGrant(ctx context.Context, ten *Tenure, p preference, log *slog.Logger) bool {
+	if !p.ok {
 		return false
 	}
+	to := p.to
 	window := e.deferWindow()
 	rctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 	defer cancel()

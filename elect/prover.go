@@ -206,15 +206,17 @@ func (e *Elector) waitHeld(ctx context.Context, rec lease.Record, timeout time.D
 // seize takes the name from the holder that w proved dead or done, or
 // that announced the end of its tenure. In that last case the old
 // processes may still be stopping: it returns the new tenure only once
-// the proof is complete (settle).
-func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (*Tenure, error) {
+// the proof is complete (settle). It returns too deferGrant's answer
+// (preferred), read first: while the old command stops, not after.
+func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (*Tenure, preference, error) {
+	pref := e.preferred(ctx)
 	sent := e.clock()()
 	sctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
 	rec, err := e.Store.Seize(sctx, e.Name, e.Holder, w.rec, e.LeaseDuration)
 	cancel()
 	e.observe("seize", e.clock()()-sent, err)
 	if err != nil {
-		return nil, err
+		return nil, pref, err
 	}
 	t := e.newTenure(rec, sent, false)
 	switch {
@@ -223,10 +225,10 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 			"leader", w.rec.Holder, "leader_token", w.rec.Token)
 		proved, err := e.settle(ctx, t, w, log)
 		if err != nil {
-			return nil, err
+			return nil, pref, err
 		}
 		if !proved {
-			return t, nil // not Seized: nothing says the old processes are gone
+			return t, pref, nil // not Seized: nothing says the old processes are gone
 		}
 		// The takeover is said; the Prover's lines say how the old tree
 		// ended.
@@ -238,7 +240,7 @@ func (e *Elector) seize(ctx context.Context, w *holderWatch, log *slog.Logger) (
 			"dead_token", w.rec.Token)
 	}
 	t.seized = true
-	return t, nil
+	return t, pref, nil
 }
 
 // errSettleLost ends a settle whose tenure ended before the proof was

@@ -99,9 +99,16 @@ func (e *Elector) newTenure(rec lease.Record, sent time.Duration, external bool)
 		results: make(chan renewal, 1), external: external, asked: make(chan lease.Record)}
 	t.deadline.Store(int64(sent + e.RenewDeadline))
 	go t.run(sent)
-	if !external {
-		go t.noticeStepDown()
-	}
+	return t
+}
+
+// handOut starts the watch for step-down requests (noticeStepDown) of a
+// tenure that Campaign returns. Not at the grant: its first read would
+// run beside the grant's own (deferGrant's), and a store with a pool of
+// connections would dial a second one on the hand-off's path. A request
+// made meanwhile shows in that first read.
+func (t *Tenure) handOut() *Tenure {
+	go t.noticeStepDown()
 	return t
 }
 
