@@ -895,6 +895,35 @@ func TestLoopCommandResumesOnlyWhileTheTenureHolds(t *testing.T) {
 	})
 }
 
+// TestLoopCommandKilledAtAWakeUpPastTheDeadlineEndsTheTenure: continued past
+// the renew deadline, leaderrun kills the command's frozen tree
+// (supervise.Suspend) before the tenure's own goroutine has read the clock.
+// That death is the tenure's end, said as one ("tenure ended", "command
+// stopped"), not an exit of the command's own. CI saw "command exited"
+// once, in the end-to-end script terminal_stop_self.
+func TestLoopCommandKilledAtAWakeUpPastTheDeadlineEndsTheTenure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var jump atomic.Int64
+		var logged lines
+		lp := startLoop(t, nil, func(lp *loop) {
+			lp.l.log = slog.New(slog.NewTextHandler(&logged, nil))
+			lp.l.elector.Clock = func() time.Duration { return time.Since(lp.start) + time.Duration(jump.Load()) }
+		})
+		c := lp.next(time.Second)
+		time.Sleep(5 * time.Second)
+		jump.Store(int64(time.Hour)) // leaderrun was stopped for an hour
+		c.ev.add("exited %d", c.n)
+		c.end(supervise.Status{Signal: syscall.SIGKILL}) // as the wake-up's kill
+		lp.next(time.Minute)
+		lp.end()
+		if strings.Contains(logged.String(), `msg="command exited"`) ||
+			!strings.Contains(logged.String(), `msg="tenure ended; stopping command"`) ||
+			!strings.Contains(logged.String(), `msg="command stopped"`) {
+			t.Errorf("log says the command exited on its own, or not that the tenure ended:\n%s", logged.String())
+		}
+	})
+}
+
 // A tenure that can make no end signal (a runtime directory others may
 // write, say) leaves same-host followers to learn of a graceful hand-over
 // through the store, more slowly: that was said at debug level alone.

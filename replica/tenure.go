@@ -196,6 +196,15 @@ func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publi
 			end.status = child.StopWith(r.signal())
 			break
 		}
+		if !ten.Trusted() {
+			// Killed frozen at a wake-up past the renew deadline
+			// (supervise.Suspend, Spec.Resumable), or ended as trust
+			// did: the tenure's end, which its Context says once the
+			// tenure's goroutine has read the clock.
+			<-ten.Context().Done()
+			end = r.tenureOver(ten, child, log)
+			break
+		}
 		ran := time.Since(started)
 		end = tenureEnd{status: child.Stop(), exited: true, quick: ran < quickExit} // Stop kills what the command left behind
 		end.why = "command " + end.status.String()
@@ -208,19 +217,7 @@ func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publi
 		}
 		return end
 	case <-ten.Context().Done():
-		cause := context.Cause(ten.Context())
-		end.why = cause.Error()
-		level := slog.LevelWarn
-		if errors.Is(cause, elect.ErrSteppedDown) || errors.Is(cause, elect.ErrHandedOff) {
-			level = slog.LevelInfo // planned: an operator or a hand-off asked for it
-			end.reserved = true
-		}
-		log.Log(context.Background(), level, "tenure ended; stopping command", "cause", end.why)
-		if r.stopped() {
-			end.status = child.StopWith(r.signal())
-		} else {
-			end.status = child.Stop()
-		}
+		end = r.tenureOver(ten, child, log)
 	case <-stopping:
 		end.stopped, end.why = true, r.stopReason()
 		end.status = child.StopWith(r.signal())
@@ -229,6 +226,25 @@ func (r *Replica) serve(ten *elect.Tenure, env []string, log *slog.Logger, publi
 		end.status = child.Stop()
 	}
 	log.Info("command stopped", "status", end.status.String())
+	return end
+}
+
+// tenureOver stops child at the end of ten, whose Context has ended, and
+// says why.
+func (r *Replica) tenureOver(ten *elect.Tenure, child child, log *slog.Logger) (end tenureEnd) {
+	cause := context.Cause(ten.Context())
+	end.why = cause.Error()
+	level := slog.LevelWarn
+	if errors.Is(cause, elect.ErrSteppedDown) || errors.Is(cause, elect.ErrHandedOff) {
+		level = slog.LevelInfo // planned: an operator or a hand-off asked for it
+		end.reserved = true
+	}
+	log.Log(context.Background(), level, "tenure ended; stopping command", "cause", end.why)
+	if r.stopped() {
+		end.status = child.StopWith(r.signal())
+	} else {
+		end.status = child.Stop()
+	}
 	return end
 }
 
