@@ -107,10 +107,9 @@ func TestGrantMakesOneStoreCallAtATime(t *testing.T) {
 	})
 	t.Run("stopping word", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := &callStore{Memory: &leasetest.Memory{}}
 			sc := newWordScene(t, nil)
+			s := &callStore{Memory: sc.m}
 			sc.b.Store = s
-			s.Memory = sc.m
 			most := make(chan int)
 			go func() {
 				ten := campaign(t, sc.b)
@@ -138,9 +137,8 @@ func TestGrantMakesOneStoreCallAtATime(t *testing.T) {
 // command's stop instead of delaying the new one's start.
 func TestSeizeReadsTheCandidatesWhileTheOldCommandStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &callStore{}
 		sc := newWordScene(t, nil)
-		s.Memory = sc.m
+		s := &callStore{Memory: sc.m}
 		sc.b.Store = s
 		got := make(chan struct{})
 		go func() {
