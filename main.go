@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/earlysig"
 	"github.com/leaderrun/leaderrun/internal/shed"
-	"github.com/leaderrun/leaderrun/signals"
 )
 
 // shedAfter is how long after its start a leaderrun process gives back the
@@ -16,10 +16,10 @@ import (
 const shedAfter = 2 * time.Second
 
 func main() {
-	sigs := make(chan os.Signal, 16)
-	signals.Notify(sigs) // first, before anything can start a child
-	// By then a replica has started and its command runs: most of the
-	// executable it touched while starting is never needed again.
+	// The signals arrive on earlysig.C, subscribed before the other
+	// packages were initialized.
+	// By shedAfter a replica has started and its command runs: most of
+	// the executable it touched while starting is never needed again.
 	time.AfterFunc(shedAfter, shed.Executable)
-	os.Exit(cmd.Main(sigs, os.Args, os.Stdout, os.Stderr))
+	os.Exit(cmd.Main(earlysig.C, os.Args, os.Stdout, os.Stderr))
 }

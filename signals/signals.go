@@ -127,8 +127,9 @@ func IsStop(sig os.Signal) bool {
 
 // Notify relays every signal in Forwarded, and Suspended, and only those,
 // to c. Like signal.Notify, it does not block sending to c: c should be
-// buffered. Call it first in main: until then a crash signal sent by
-// another process ends leaderrun with a stack dump.
+// buffered. Call it as early as the process can (package earlysig's init):
+// until then a stop signal ends leaderrun, and a crash signal sent by
+// another process ends it with a stack dump.
 //
 // It also subscribes to SIGPIPE, on a channel of its own that nobody reads:
 // then a write to a closed pipe — leaderrun's stderr piped into `head -1`
