@@ -138,6 +138,10 @@ func IsStop(sig os.Signal) bool {
 // lease would stay held). The child's disposition of SIGPIPE is the
 // default, as exec resets handled signals.
 func Notify(c chan<- os.Signal) {
+	// The stop signals first: each signal's subscription waits for the
+	// runtime's signal thread, and a stop signal ends the process until
+	// its own is made.
+	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	signal.Notify(c, Forwarded...)
 	signal.Notify(c, Suspended)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
