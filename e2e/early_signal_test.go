@@ -37,6 +37,7 @@ func TestStopSignalWhileStartingIsKept(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "leaderrun")
 	build := exec.Command("go", "build", "-o", bin, "..")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make test's go build ./..., whose cache it reuses
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build leaderrun: %v\n%s", err, out)
 	}
@@ -84,6 +85,8 @@ func TestStopSignalWhileStartingIsKept(t *testing.T) {
 			t.Fatalf("the init trace ended (%v) without %s's line:\n%s", err, earlyPackage, before.String())
 		}
 	case <-time.After(waitLimit):
+		lr.Process.Kill()
+		<-seen // the trace ends with the process
 		t.Fatalf("no init trace line for %s after %v:\n%s", earlyPackage, waitLimit, before.String())
 	}
 	if err := lr.Process.Signal(syscall.SIGTERM); err != nil {
