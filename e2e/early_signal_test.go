@@ -86,7 +86,8 @@ func TestStopSignalWhileStartingIsKept(t *testing.T) {
 		}
 	case <-time.After(waitLimit):
 		lr.Process.Kill()
-		<-seen // the trace ends with the process
+		r.Close() // ends the reading goroutine, whoever else holds the pipe
+		<-seen
 		t.Fatalf("no init trace line for %s after %v:\n%s", earlyPackage, waitLimit, before.String())
 	}
 	if err := lr.Process.Signal(syscall.SIGTERM); err != nil {
