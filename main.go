@@ -16,10 +16,10 @@ import (
 const shedAfter = 2 * time.Second
 
 func main() {
-	// The signals arrive on earlysig.C, subscribed before the other
-	// packages were initialized.
-	// By shedAfter a replica has started and its command runs: most of
-	// the executable it touched while starting is never needed again.
+	// The signals arrive on earlysig.C, subscribed to before the other
+	// packages were initialized. By shedAfter a replica has started and
+	// its command runs: most of the executable it touched while starting
+	// is never needed again.
 	time.AfterFunc(shedAfter, shed.Executable)
 	os.Exit(cmd.Main(earlysig.C, os.Args, os.Stdout, os.Stderr))
 }

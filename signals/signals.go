@@ -18,6 +18,7 @@ package signals
 import (
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -117,13 +118,11 @@ func Base(sig syscall.Signal) Action {
 // IsStop reports whether sig ends an operator command (watch, step-down
 // --wait): HUP, INT, QUIT or TERM, as a terminal sends them. What stops a
 // run of a command is StopOn's business.
-func IsStop(sig os.Signal) bool {
-	switch sig {
-	case syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP:
-		return true
-	}
-	return false
-}
+func IsStop(sig os.Signal) bool { return slices.Contains(stops, sig) }
+
+// stops are the signals that a terminal, a service manager or kill(1)
+// sends to end a program: HUP, INT, QUIT and TERM.
+var stops = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
 
 // Notify relays every signal in Forwarded, and Suspended, and only those,
 // to c. Like signal.Notify, it does not block sending to c: c should be
@@ -141,7 +140,7 @@ func Notify(c chan<- os.Signal) {
 	// The stop signals first: each signal's subscription waits for the
 	// runtime's signal thread, and a stop signal ends the process until
 	// its own is made.
-	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Notify(c, stops...)
 	signal.Notify(c, Forwarded...)
 	signal.Notify(c, Suspended)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
