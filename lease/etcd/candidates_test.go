@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -73,5 +74,66 @@ func TestOldLeaderrunCandidates(t *testing.T) {
 	}
 	if len(resp.Kvs) != 0 {
 		t.Errorf("orphaned attributes %s left after a grant", resp.Kvs[0].Value)
+	}
+}
+
+// TestFreshRefusalWritesNothing: a refusal leaves a candidacy that is
+// still lease.Candidate.Fresh as it is (the candidate key's revision stays)
+// on both of its paths, a handle that last saw the name held (probe) and
+// one that reads it first (refuse), and writes one that is no longer
+// Fresh again.
+func TestFreshRefusalWritesNothing(t *testing.T) {
+	c, prefix := newPrefix(t)
+	dsn := dsnFor(prefix, c.Endpoints()...)
+	admin := c.Client(t)
+	ctx := testCtx(t)
+	const ttl = 10 * time.Second
+	leader := openStore(t, dsn)
+	if _, err := leader.Acquire(ctx, "n", "a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	key := leader.keysOf("n").candidates + escape("b")
+	written := func() (int64, time.Time) {
+		t.Helper()
+		resp, err := admin.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 {
+			t.Fatalf("candidate key %s: %d keys", key, len(resp.Kvs))
+		}
+		ms, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Kvs[0].ModRevision, time.UnixMilli(ms)
+	}
+	refuse := func(s *Store) {
+		t.Helper()
+		var held *lease.HeldError
+		if _, err := s.Acquire(ctx, "n", "b", ttl); !errors.As(err, &held) {
+			t.Fatalf("Acquire by b: %v, want a *HeldError", err)
+		}
+	}
+	follower := openStore(t, dsn)
+	refuse(follower) // records b
+	rev, _ := written()
+	refuse(follower) // probe: the handle saw the name held
+	refuse(openStore(t, dsn))
+	if got, _ := written(); got != rev {
+		t.Errorf("a fresh candidacy was written again: revision %d, then %d", rev, got)
+	}
+
+	// Seen for less than ttl more: no longer Fresh, written on each path.
+	for _, s := range []*Store{follower, openStore(t, dsn)} {
+		stale := time.Now().Add(ttl / 2).UnixMilli()
+		if _, err := admin.Put(ctx, key, strconv.FormatInt(stale, 10)); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := written()
+		refuse(s)
+		if got, until := written(); got == before || time.Until(until) <= ttl {
+			t.Errorf("a candidacy seen for %v more was left as it is: revision %d, then %d, seen until %v", ttl/2, before, got, until)
+		}
 	}
 }

@@ -57,7 +57,10 @@
 // alone and so keeps those attributes; they count only while the
 // candidate key has existed since they were written (a leaderrun that
 // knows nothing of them may have swept the candidate and recorded it
-// again), and a grant sweeps them with ended candidates.
+// again), and a grant sweeps them with ended candidates. A refusal leaves
+// a candidate key that is still lease.Candidate.Fresh as it is: a
+// follower woken by a change of hands then writes nothing while the new
+// leader's command starts.
 //
 //   - Acquire and Seize decide on the name's keys and write the grant in
 //     one transaction whose conditions (ModRevision compares) say that the

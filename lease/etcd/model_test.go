@@ -56,8 +56,10 @@ func TestModel(t *testing.T) {
 		// An Acquire of a name the handle saw held records its holder
 		// as a candidate first, in the transaction that reads the keys.
 		SeesGranted: true,
-		Sequences:   200,
-		Parallel:    32,
-		Length:      20,
+		// A refusal leaves a Fresh candidacy as it is (probe, refuse).
+		KeepsFresh: true,
+		Sequences:  200,
+		Parallel:   32,
+		Length:     20,
 	})
 }

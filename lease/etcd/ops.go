@@ -270,9 +270,14 @@ func (s *Store) keepSpare(ctx context.Context, id clientv3.LeaseID, secs int64) 
 }
 
 // refuse records holder as a candidate for name (lease.Seen, or
-// lease.SeeAgain of its candidacy in st), learns how long the current
-// tenure has left, and returns the refusal.
+// lease.SeeAgain of its candidacy in st, which was read with the
+// candidates), learns how long the current tenure has left, and returns
+// the refusal. A candidacy still lease.Candidate.Fresh is left as it is:
+// no write.
 func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder string, dead *lease.Record, ttl time.Duration, now time.Time) error {
+	if c := st.candidate(holder); c.key != "" && c.model().Fresh(ttl, now) {
+		return s.refusal(ctx, k, st, holder, dead, now)
+	}
 	seen := seeAgain(st, holder, ttl, now)
 	put := make(chan error, 1)
 	go func() {
@@ -289,7 +294,10 @@ func (s *Store) refuse(ctx context.Context, k nameKeys, st nameState, holder str
 // probe records holder as a candidate for name (see seeAgain) and reads
 // the name's keys, in one transaction; at the same time it asks etcd how
 // long the lease of known, the tenure last seen, has left, and keeps the
-// answer for refusal.
+// answer for refusal. The transaction leaves a candidacy that etcd holds
+// as still lease.Candidate.Fresh as it is (see freshCmp): a follower
+// woken by every change of hands then writes nothing while the new
+// leader's command starts.
 func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder string, ttl time.Duration) (nameState, error) {
 	id := clientv3.LeaseID(known.leaseKV.Lease)
 	type asked struct {
@@ -301,16 +309,23 @@ func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder s
 		times, err := s.leaseTimes(ctx, []clientv3.LeaseID{id}, nil)
 		answer <- asked{times, err}
 	}()
-	seen := seeAgain(known, holder, ttl, time.Now())
-	resp, err := s.client.Txn(ctx).Then(
-		clientv3.OpPut(k.candidates+escape(holder), strconv.FormatInt(seen.SeenUntil.UnixMilli(), 10)),
-		clientv3.OpGet(k.base, clientv3.WithPrefix()),
-	).Commit()
+	now := time.Now()
+	key := k.candidates + escape(holder)
+	seen := seeAgain(known, holder, ttl, now)
+	read := clientv3.OpGet(k.base, clientv3.WithPrefix())
+	put := clientv3.OpPut(key, strconv.FormatInt(seen.SeenUntil.UnixMilli(), 10))
+	txn := s.client.Txn(ctx)
+	if cmp, ok := freshCmp(key, ttl, now); ok {
+		txn = txn.If(cmp).Then(read).Else(put, read)
+	} else {
+		txn = txn.Then(put, read)
+	}
+	resp, err := txn.Commit()
 	a := <-answer
 	if err != nil {
 		return nameState{}, err
 	}
-	st, err := s.learn(k, resp.Header.Revision, resp.Responses[1])
+	st, err := s.learn(k, resp.Header.Revision, resp.Responses[len(resp.Responses)-1])
 	if err != nil {
 		return nameState{}, err
 	}
@@ -318,6 +333,21 @@ func (s *Store) probe(ctx context.Context, k nameKeys, known nameState, holder s
 		st.times = a.times
 	}
 	return st, nil
+}
+
+// freshCmp is the condition that the candidate key key, written by a
+// refusal with ttl, still holds a candidacy lease.Candidate.Fresh at now:
+// its value, the end of the candidacy in Unix milliseconds, is past
+// now + ttl. etcd compares values as bytes, which orders decimal numbers
+// of the same length as numbers: ok is false when now + ttl has not
+// thirteen digits, as every millisecond from 2001 to 2286 has. A missing
+// key fails the comparison.
+func freshCmp(key string, ttl time.Duration, now time.Time) (cmp clientv3.Cmp, ok bool) {
+	bound := strconv.FormatInt(now.Add(ttl).UnixMilli(), 10)
+	if len(bound) != 13 {
+		return clientv3.Cmp{}, false
+	}
+	return clientv3.Compare(clientv3.Value(key), ">", bound), true
 }
 
 // seeAgain is the candidate a refusal of holder at now records: what st
