@@ -174,7 +174,8 @@
 // procedure's statements inside it.)
 //
 // A Store uses up to 8 connections for statements, one lock session
-// while it holds a tenure, and up to 8 sessions blocked in GET_LOCK.
+// from its first attempt at a grant on, and up to 8 sessions blocked in
+// GET_LOCK.
 //
 // # Fencing a child's writes in the same database
 //

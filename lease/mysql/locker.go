@@ -60,6 +60,8 @@ type locker struct {
 	stop    chan struct{}
 	done    chan struct{}
 	started bool // the keeper was started, or must not be any more
+	closed  bool
+	warming bool // warm's goroutine is on its way
 }
 
 // heldLock is a tenure whose lock the locker holds or should hold.
@@ -80,6 +82,27 @@ func (h heldLock) nextKey(db, name string) string { return tenureLock(db, name, 
 func newLocker(db *sql.DB, dbName string) *locker {
 	return &locker{db: db, dbName: dbName, held: map[string]heldLock{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// warm opens the session in the background if there is none, for a
+// grant about to be tried: its take then finds the session open, instead
+// of opening it inside the grant's transaction (a connection's handshake
+// on a hand-off's path, with the lease row locked).
+func (l *locker) warm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil || l.closed || l.warming {
+		return
+	}
+	l.warming = true
+	go func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.warming = false
+		if !l.closed {
+			l.connectLocked(context.Background())
+		}
+	}()
 }
 
 // take makes the lock of name's tenure token held, replacing the lock of
@@ -395,6 +418,7 @@ func (l *locker) close() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true // no session opens after close
 	if l.conn != nil {
 		discard(l.conn)
 		l.conn = nil

@@ -88,7 +88,8 @@ var (
 // decides again, raises the name's token in the tokens table (token =
 // max(previous + 1, server clock in milliseconds)), writes the row and
 // raises the version waiters poll. Before committing, it takes the
-// tenure's wake-up lock on this store's lock session. A refused Acquire
+// tenure's wake-up lock on this store's lock session, which it opens, if
+// it is not yet, while the transaction starts. A refused Acquire
 // records holder as a candidate, seen until now + 2×ttl, and returns a
 // *lease.HeldError with the row as the server read it, Remaining being the
 // time until the name may be free for holder. A statement whose outcome is
@@ -139,6 +140,7 @@ func (s *Store) grant(ctx context.Context, op, name, holder string, dead *lease.
 		rec     lease.Record
 		refusal error
 	)
+	s.locks.warm()
 	err := s.inTx(ctx, func(r runner) error {
 		rec, refusal = lease.Record{}, nil
 		var now time.Time

@@ -641,3 +641,53 @@ func TestCloseEndsBlockedSession(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestGrantOpensTheLockSessionBeforeItsTransaction: a grant opens the lock
+// session, whose GET_LOCK it runs before committing, while its transaction
+// starts, not inside it: a connection's handshake would otherwise lie on a
+// hand-off's path with the lease row locked. The test holds the row so
+// that the grant waits on it, and requires the session open meanwhile.
+func TestGrantOpensTheLockSessionBeforeItsTransaction(t *testing.T) {
+	dsn, _ := newDatabase(t)
+	db := admin(t, dsn)
+	ctx := testCtx(t)
+	first := openStore(t, dsn)
+	rec, err := first.Acquire(ctx, "n", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx, "n", "a", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dsn)
+	if id := s.locks.sessionID(); id != 0 {
+		t.Fatalf("a store that was never granted has lock session %d", id)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT name FROM `"+leasesTable+"` WHERE name = 'n' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, "n", "b", time.Minute)
+		granted <- err
+	}()
+	deadline := time.Now().Add(3 * time.Second) // under the grant's lock wait timeout
+	for s.locks.sessionID() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	open := s.locks.sessionID() != 0
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatalf("Acquire once the row was free: %v", err)
+	}
+	if !open {
+		t.Error("the lock session was not open while the grant waited for the lease row")
+	}
+}
