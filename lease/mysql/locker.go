@@ -60,7 +60,6 @@ type locker struct {
 	stop    chan struct{}
 	done    chan struct{}
 	started bool // the keeper was started, or must not be any more
-	closed  bool
 	warming bool // warm's goroutine is on its way
 }
 
@@ -91,7 +90,7 @@ func newLocker(db *sql.DB, dbName string) *locker {
 func (l *locker) warm() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn != nil || l.closed || l.warming {
+	if l.conn != nil || l.closing() || l.warming {
 		return
 	}
 	l.warming = true
@@ -99,10 +98,21 @@ func (l *locker) warm() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.warming = false
-		if !l.closed {
+		if !l.closing() {
 			l.connectLocked(context.Background())
 		}
 	}()
+}
+
+// closing reports whether close has begun: no session opens from then on
+// (one opened just before is discarded by close, under mu).
+func (l *locker) closing() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // take makes the lock of name's tenure token held, replacing the lock of
@@ -418,7 +428,6 @@ func (l *locker) close() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.closed = true // no session opens after close
 	if l.conn != nil {
 		discard(l.conn)
 		l.conn = nil
