@@ -204,6 +204,15 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 				return nil, err
 			}
 			if !proved {
+				if watch.othersTake() {
+					// The change is most likely the takeover by the
+					// follower that claimed the end signal, whose
+					// command is starting: an Acquire now (a store
+					// write) would compete with that start.
+					if err := lease.Sleep(ctx, otherTakesQuiet); err != nil {
+						return nil, err
+					}
+				}
 				continue
 			}
 			ten, pref, err := e.seize(ctx, watch, log)

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 	"github.com/leaderrun/leaderrun/lease/leasetest"
 )
@@ -21,6 +22,8 @@ type callStore struct {
 	inFlight   int
 	most       int // the most calls in flight at once
 	candidates int // Candidates calls
+	gets       int // Get calls
+	acquires   int // Acquire calls
 }
 
 // call runs fn as one call in flight, made with ctx.
@@ -47,11 +50,26 @@ func (s *callStore) reset() (most, candidates int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	most, candidates = s.most, s.candidates
-	s.most, s.candidates = s.inFlight, 0
+	s.most, s.candidates, s.gets, s.acquires = s.inFlight, 0, 0, 0
 	return most, candidates
 }
 
+// counts reports the Get and Acquire calls since the last reset.
+func (s *callStore) counts() (gets, acquires int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets, s.acquires
+}
+
+// count adds one to the counter n.
+func (s *callStore) count(n *int) {
+	s.mu.Lock()
+	*n++
+	s.mu.Unlock()
+}
+
 func (s *callStore) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (rec lease.Record, err error) {
+	s.count(&s.acquires)
 	s.call(ctx, func() { rec, err = s.Memory.Acquire(ctx, name, holder, ttl) })
 	return rec, err
 }
@@ -67,6 +85,7 @@ func (s *callStore) Renew(ctx context.Context, name, holder string, token int64,
 }
 
 func (s *callStore) Get(ctx context.Context, name string) (rec lease.Record, err error) {
+	s.count(&s.gets)
 	s.call(ctx, func() { rec, err = s.Memory.Get(ctx, name) })
 	return rec, err
 }
@@ -82,9 +101,7 @@ func (s *callStore) Campaign(ctx context.Context, name, holder string, c lease.C
 }
 
 func (s *callStore) Candidates(ctx context.Context, name string) (list []lease.Standing, err error) {
-	s.mu.Lock()
-	s.candidates++
-	s.mu.Unlock()
+	s.count(&s.candidates)
 	s.call(ctx, func() { list, err = s.Memory.Candidates(ctx, name) })
 	return list, err
 }
@@ -157,4 +174,73 @@ func TestSeizeReadsTheCandidatesWhileTheOldCommandStops(t *testing.T) {
 		<-got
 		sc.a.Abandon()
 	})
+}
+
+// TestTakeoverFindsTheStoreQuiet: while a follower's command starts after
+// it took the name at the leader's stopping word, neither the leader (its
+// tenure yielded: nothing a step-down request says matters any more) nor
+// another follower on the host (beaten to the end signal: the takeover is
+// the change it wakes for) calls the store at once: each call competes
+// with that start for the host's CPU and the store's (etcd's hand-off was
+// 1.3-1.7x etcdctl lock's with both, bench/findings.md). The follower
+// campaigns again after the pause.
+func TestTakeoverFindsTheStoreQuiet(t *testing.T) {
+	t.Run("yielded leader", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := &leasetest.Memory{}
+			s := &callStore{Memory: m}
+			a := campaign(t, elector(s, "a", newFakeClock()))
+			time.Sleep(time.Second)
+			synctest.Wait() // a's step-down watch waits
+			a.Yield()
+			s.reset()
+			seizeFor(t, m, "b")
+			synctest.Wait()
+			if gets, _ := s.counts(); gets != 0 {
+				t.Errorf("the yielded leader read the record %d times at the takeover; want none", gets)
+			}
+			a.Abandon()
+		})
+	})
+	t.Run("follower beaten to the end signal", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := newFakeClock()
+			m := &leasetest.Memory{}
+			a := annotatedLeader(t, m, clock)
+			s := &callStore{Memory: m}
+			c := elector(s, "c", clock)
+			c.Prover = &fakeProver{err: elect.ErrOtherTakes}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go c.Campaign(ctx)
+			time.Sleep(time.Second)
+			synctest.Wait() // c stands by, in Wait
+			s.reset()
+			a.Yield()
+			seizeFor(t, m, "b")
+			synctest.Wait()
+			if _, acquires := s.counts(); acquires != 0 {
+				t.Errorf("the follower beaten to the end signal campaigned %d times at the takeover; want none", acquires)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if _, acquires := s.counts(); acquires == 0 {
+				t.Error("the follower beaten to the end signal did not campaign again after its pause")
+			}
+			cancel()
+			a.Abandon()
+		})
+	})
+}
+
+// seizeFor seizes the name "relay" for holder from whoever holds it.
+func seizeFor(t *testing.T, m *leasetest.Memory, holder string) {
+	t.Helper()
+	rec, err := m.Get(context.Background(), "relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Seize(context.Background(), "relay", holder, rec, ttl); err != nil {
+		t.Fatalf("Seize: %v", err)
+	}
 }

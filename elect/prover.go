@@ -168,6 +168,26 @@ func (w *holderWatch) complete() bool {
 	}
 }
 
+// othersTake reports whether Prove returned ErrOtherTakes: another
+// follower on the holder's host takes the name at its end signal.
+func (w *holderWatch) othersTake() bool {
+	if w == nil {
+		return false
+	}
+	select {
+	case <-w.done:
+		return errors.Is(w.err, ErrOtherTakes)
+	default:
+		return false
+	}
+}
+
+// otherTakesQuiet is how long a follower that another one on the host
+// beat to the end signal leaves the store alone once the record changes,
+// before it campaigns again: about a new command's start. Should the
+// other fail to take the name, the leader's release comes later still.
+const otherTakesQuiet = 20 * time.Millisecond
+
 // waitHeld waits, as Store.Wait does, for rec's tenure to change or for
 // timeout; with a watch, also for the point where the Seize may be tried
 // (proved), and reports that.

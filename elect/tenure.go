@@ -121,13 +121,17 @@ const stepDownWait = time.Minute
 // step-down request for this tenure, and hands the record that shows it
 // to run: a holder learns of the request at once, not at its next
 // renewal. It reads the record after each wake-up, and ends when the
-// tenure does or the record names another tenure (renewals tell run).
+// tenure does, when it yields, or when the record names another tenure
+// (renewals tell run).
 func (t *Tenure) noticeStepDown() {
 	e := t.e
 	seen := t.Record
 	for {
 		err := e.Store.Wait(t.ctx, e.Name, seen, stepDownWait)
-		if t.ctx.Err() != nil || errors.Is(err, lease.ErrClosed) {
+		if t.ctx.Err() != nil || errors.Is(err, lease.ErrClosed) || t.yielding.Load() {
+			// A yielded tenure ends whatever a request says, and the
+			// wake-up is most likely the follower's takeover: a read
+			// now would compete with its command's start.
 			return
 		}
 		rctx, cancel := context.WithTimeout(t.ctx, e.RetryPeriod)
