@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // TestPartitions runs the scripts of testdata/partitions once per store:
@@ -62,26 +64,32 @@ func readLedger(ts *testscript.TestScript, file string) []ledgerEntry {
 	return out
 }
 
-// running LEDGER N [-max K] [HOLDER...]: wait until each of the
-// partitions 0 … N−1 runs, as the ledger tells: its last entry is a start,
-// by a holder not listed and whose child is alive; with -max, until no
-// holder runs more than K besides. Fails at once if a partition's tokens
+// running LEDGER N [-max K | -target GROUP] [HOLDER...]: wait until each
+// of the partitions 0 … N−1 runs, as the ledger tells: its last entry is a
+// start, by a holder not listed and whose child is alive; with -max, until
+// no holder runs more than K besides; with -target, until each runs on the
+// holder that GROUP's target (elect.Target) gives it among the holders
+// seen. Fails at once if a partition's tokens
 // do not increase from start to start. Prints, for each holder, how many
 // partitions it runs ("HOLDER COUNT" lines, by holder).
 func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
-	usage := "usage: running LEDGER N [-max K] [HOLDER...]"
+	usage := "usage: running LEDGER N [-max K | -target GROUP] [HOLDER...]"
 	if neg || len(args) < 2 {
 		ts.Fatalf("%s", usage)
 	}
 	n, err := strconv.Atoi(args[1])
 	ts.Check(err)
-	excluded, most := args[2:], n
-	if len(excluded) > 0 && excluded[0] == "-max" {
+	excluded, most, group := args[2:], n, ""
+	if len(excluded) > 0 && (excluded[0] == "-max" || excluded[0] == "-target") {
 		if len(excluded) < 2 {
 			ts.Fatalf("%s", usage)
 		}
-		most, err = strconv.Atoi(excluded[1])
-		ts.Check(err)
+		if excluded[0] == "-max" {
+			most, err = strconv.Atoi(excluded[1])
+			ts.Check(err)
+		} else {
+			group = excluded[1]
+		}
 		excluded = excluded[2:]
 	}
 	var counts map[string]int
@@ -107,6 +115,16 @@ func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
 				return false
 			}
 			counts[e.holder]++
+		}
+		if group != "" {
+			// The layout the group converges to with the holders
+			// seen: a state on the way there may meet any -max.
+			want := elect.Target(group, n, slices.Sorted(maps.Keys(counts)))
+			for p := range n {
+				if last[p].holder != want[p] {
+					return false
+				}
+			}
 		}
 		return slices.Max(slices.Collect(maps.Values(counts))) <= most
 	})
