@@ -64,33 +64,33 @@ func readLedger(ts *testscript.TestScript, file string) []ledgerEntry {
 	return out
 }
 
-// running LEDGER N [-max K | -target GROUP] [HOLDER...]: wait until each
-// of the partitions 0 … N−1 runs, as the ledger tells: its last entry is a
-// start, by a holder not listed and whose child is alive; with -max, until
-// no holder runs more than K besides; with -target, until each runs on the
-// holder that GROUP's target (elect.Target) gives it among the holders
-// seen. Fails at once if a partition's tokens
+// running LEDGER N [-max K | -target GROUP M1,M2,…] [HOLDER...]: wait
+// until each of the partitions 0 … N−1 runs, as the ledger tells: its last
+// entry is a start, by a holder not listed and whose child is alive; with
+// -max, until no holder runs more than K besides; with -target, until each
+// runs on the member that GROUP's target (elect.Target) with members M1,
+// M2, … gives it. Fails at once if a partition's tokens
 // do not increase from start to start. Prints, for each holder, how many
 // partitions it runs ("HOLDER COUNT" lines, by holder).
 func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
-	usage := "usage: running LEDGER N [-max K | -target GROUP] [HOLDER...]"
+	usage := "usage: running LEDGER N [-max K | -target GROUP M1,M2,…] [HOLDER...]"
 	if neg || len(args) < 2 {
 		ts.Fatalf("%s", usage)
 	}
 	n, err := strconv.Atoi(args[1])
 	ts.Check(err)
-	excluded, most, group := args[2:], n, ""
-	if len(excluded) > 0 && (excluded[0] == "-max" || excluded[0] == "-target") {
-		if len(excluded) < 2 {
-			ts.Fatalf("%s", usage)
-		}
-		if excluded[0] == "-max" {
-			most, err = strconv.Atoi(excluded[1])
-			ts.Check(err)
-		} else {
-			group = excluded[1]
-		}
+	excluded, most := args[2:], n
+	var want []string // -target's layout
+	switch {
+	case len(excluded) >= 2 && excluded[0] == "-max":
+		most, err = strconv.Atoi(excluded[1])
+		ts.Check(err)
 		excluded = excluded[2:]
+	case len(excluded) >= 3 && excluded[0] == "-target":
+		want = elect.Target(excluded[1], n, strings.Split(excluded[2], ","))
+		excluded = excluded[3:]
+	case len(excluded) > 0 && strings.HasPrefix(excluded[0], "-"):
+		ts.Fatalf("%s", usage)
 	}
 	var counts map[string]int
 	waitFor(ts, fmt.Sprintf("%d partitions running in %s", n, args[0]), func() bool {
@@ -116,14 +116,10 @@ func cmdRunning(ts *testscript.TestScript, neg bool, args []string) {
 			}
 			counts[e.holder]++
 		}
-		if group != "" {
-			// The layout the group converges to with the holders
-			// seen: a state on the way there may meet any -max.
-			want := elect.Target(group, n, slices.Sorted(maps.Keys(counts)))
-			for p := range n {
-				if last[p].holder != want[p] {
-					return false
-				}
+		for p, m := range want {
+			// A layout on the way to the target may meet any -max.
+			if last[p].holder != m {
+				return false
 			}
 		}
 		return slices.Max(slices.Collect(maps.Values(counts))) <= most
