@@ -77,20 +77,36 @@ func openStepDown(ten *elect.Tenure) bool {
 // end signal, so that a follower on this host may take the name before a
 // release reaches it through the store (unless a release is to reserve
 // the name for another: a step-down with a successor, a partition's
-// hand-off; then after it), and releases. It reports whether the name was
-// released or taken over.
-func (s *single) handBack(ten *elect.Tenure, end tenureEnd, sig *samehost.EndSignal, log *slog.Logger) bool {
+// hand-off; then after it), and releases. It reports how the name went
+// on.
+func (s *single) handBack(ten *elect.Tenure, end tenureEnd, sig *samehost.EndSignal, log *slog.Logger) handedBack {
 	if end.reserved && !openStepDown(ten) {
-		return s.release(ten, log, end.why, false)
+		return releasedIf(s.release(ten, log, end.why, false))
 	}
 	watched := sig.Watched()
 	sig.Send()
 	if watched && s.handedOver(ten) {
 		s.letGo(ten, end)
 		log.Info("tenure over; a follower on this host took the name at our end signal", "why", end.why)
-		return true
+		return takenHere
 	}
-	return s.release(ten, log, end.why, watched)
+	return releasedIf(s.release(ten, log, end.why, watched))
+}
+
+// handedBack is how a tenure's name went on at its end.
+type handedBack int
+
+const (
+	kept      handedBack = iota // neither released nor taken over: it expires
+	released                    // released, or taken over through the store
+	takenHere                   // taken at the end signal by a follower on this host
+)
+
+func releasedIf(ok bool) handedBack {
+	if ok {
+		return released
+	}
+	return kept
 }
 
 // letGo ends a tenure that a follower took at the end signal. A replica
@@ -113,9 +129,12 @@ func (s *single) letGo(ten *elect.Tenure, end tenureEnd) {
 // on this host watches first leaves the store alone, and handOverWait how
 // long in all it waits for that follower's seize before it releases: a
 // release sent at once raced the seize for the record (and, on PostgreSQL,
-// woke every listener) while the seize had to commit, and slowed it.
+// woke every listener) while the seize had to commit, and slowed it; and
+// a read while the follower's command starts (on etcd a read costs every
+// member CPU) slowed that start. The pause is about a start's: should the
+// seize fail, the release comes that much later.
 const (
-	handOverLook = 5 * time.Millisecond
+	handOverLook = successorQuiet
 	handOverWait = 50 * time.Millisecond
 )
 
@@ -134,9 +153,10 @@ func (s *single) handedOver(ten *elect.Tenure) bool {
 // its acquire and its command's start, and slow the hand-off. It first
 // reads after successorQuiet. It returns at once when the store says
 // nobody else campaigns for the name, so that a lone --once run's SIGTERM
-// does not wait for nobody.
-func (s *single) awaitSuccessor(ten *elect.Tenure) {
-	if !s.othersCampaign() {
+// does not wait for nobody; how says whether to ask: a follower on this
+// host that took the name (takenHere) campaigned.
+func (s *single) awaitSuccessor(ten *elect.Tenure, how handedBack) {
+	if how != takenHere && !s.othersCampaign() {
 		s.log.Debug("no other replica campaigns for the name; not waiting for a successor")
 		return
 	}

@@ -518,11 +518,20 @@ func TestLoopRecordsWhereItsCommandRuns(t *testing.T) {
 	})
 }
 
-// readTimes is a store that records when the store was read (Get, Wait).
+// readTimes is a store that records when the store was read (Get, Wait),
+// and counts its candidates reads.
 type readTimes struct {
 	loggingStore
-	mu    sync.Mutex
-	reads []time.Time
+	mu         sync.Mutex
+	reads      []time.Time
+	candidates int
+}
+
+func (s *readTimes) Candidates(ctx context.Context, name string) ([]lease.Standing, error) {
+	s.mu.Lock()
+	s.candidates++
+	s.mu.Unlock()
+	return s.loggingStore.Candidates(ctx, name)
 }
 
 func (s *readTimes) read() {
@@ -642,6 +651,71 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A leader stopped by a signal whose follower on this host took the name
+// at its end signal leaves the store alone for handOverLook after the end
+// signal, while the new command starts (on etcd, its reads during the start
+// slowed the hand-off), and reads no candidates before it waits for the
+// successor's command: the follower that took the name campaigned.
+func TestLoopHandedOverAtTheEndSignalLeavesTheStartAlone(t *testing.T) {
+	defer func(f func() (*samehost.EndSignal, error)) { newEndSignal = f }(newEndSignal)
+	var sig *samehost.EndSignal
+	newEndSignal = func() (*samehost.EndSignal, error) {
+		s, err := samehost.NewEndSignal()
+		sig = s
+		return s, err
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var store *readTimes
+		lp := startLoop(t, nil, func(lp *loop) {
+			store = &readTimes{loggingStore: loggingStore{Memory: lp.m, ev: lp.ev}}
+			lp.l.useStore(store)
+		})
+		lp.next(time.Second)
+		if sig == nil {
+			t.Fatal("the tenure made no end signal")
+		}
+		// The follower on this host: it has the end signal open.
+		follower, err := os.OpenFile(sig.Mark(samehost.Where{}).EndPath, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer follower.Close()
+		time.Sleep(5 * time.Second)
+		ctx := context.Background()
+		held, err := lp.m.Get(ctx, "relay")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.mu.Lock()
+		store.candidates = 0
+		store.mu.Unlock()
+		stopped := time.Now()
+		lp.l.stop(syscall.SIGTERM)
+		synctest.Wait()
+		// It takes the name at the stopping word, as a follower that
+		// claimed it does, and its command runs after successorQuiet.
+		rec, err := lp.m.Seize(ctx, "relay", "b", held, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(successorQuiet)
+		if err := lp.m.Annotate(ctx, "relay", "b", rec.Token, "here"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-lp.errc; err == nil {
+			t.Fatal("the loop returned nil, want the child's exit")
+		}
+		if first, ok := store.firstSince(stopped); !ok || first < successorQuiet {
+			t.Errorf("first read %v after the stop (any: %v), want none before %v, the new command's start", first, ok, successorQuiet)
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if store.candidates != 0 {
+			t.Errorf("read the candidates %d times after the follower took the name; want none", store.candidates)
+		}
+	})
 }
 
 // stopOnAcquire is a store whose Acquire delivers a stop signal to the

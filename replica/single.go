@@ -116,11 +116,11 @@ func (s *single) loop() error {
 		if s.cfg.Hooks != nil && end.startErr == nil {
 			s.cfg.Hooks.Ended()
 		}
-		released := false
+		how := kept
 		if s.holding(end) {
 			s.hold(ten, log, electedAt.Add(s.cfg.HoldAtLeast), end.why)
 		} else {
-			released = s.handBack(ten, end, sig, log)
+			how = s.handBack(ten, end, sig, log)
 		}
 		sig.Send()
 		s.report.ended(ten, end.status, end.exited)
@@ -131,8 +131,8 @@ func (s *single) loop() error {
 		status := end.status
 		switch {
 		case end.stopped:
-			if released {
-				s.awaitSuccessor(ten)
+			if how != kept {
+				s.awaitSuccessor(ten, how)
 			}
 			return &Exit{status}
 		case s.cfg.Once:
