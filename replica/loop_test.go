@@ -550,6 +550,16 @@ func (s *readTimes) Wait(ctx context.Context, name string, seen lease.Record, ti
 	return s.loggingStore.Wait(ctx, name, seen, timeout)
 }
 
+// startReadLoop is startLoop on a readTimes store.
+func startReadLoop(t *testing.T) (*loop, *readTimes) {
+	var store *readTimes
+	lp := startLoop(t, nil, func(lp *loop) {
+		store = &readTimes{loggingStore: loggingStore{Memory: lp.m, ev: lp.ev}}
+		lp.l.useStore(store)
+	})
+	return lp, store
+}
+
 // firstSince is the time from t to the first read at or after it.
 func (s *readTimes) firstSince(t time.Time) (time.Duration, bool) {
 	s.mu.Lock()
@@ -581,11 +591,7 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var store *readTimes
-				lp := startLoop(t, nil, func(lp *loop) {
-					store = &readTimes{loggingStore: loggingStore{Memory: lp.m, ev: lp.ev}}
-					lp.l.useStore(store)
-				})
+				lp, store := startReadLoop(t)
 				lp.next(time.Second)
 				ctx := context.Background()
 				if tc.candidate {
@@ -667,11 +673,7 @@ func TestLoopHandedOverAtTheEndSignalLeavesTheStartAlone(t *testing.T) {
 		return s, err
 	}
 	synctest.Test(t, func(t *testing.T) {
-		var store *readTimes
-		lp := startLoop(t, nil, func(lp *loop) {
-			store = &readTimes{loggingStore: loggingStore{Memory: lp.m, ev: lp.ev}}
-			lp.l.useStore(store)
-		})
+		lp, store := startReadLoop(t)
 		lp.next(time.Second)
 		if sig == nil {
 			t.Fatal("the tenure made no end signal")
