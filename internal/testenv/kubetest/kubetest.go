@@ -157,15 +157,30 @@ type missingError struct{ err error }
 func (e *missingError) Error() string { return e.err.Error() }
 func (e *missingError) Unwrap() error { return e.err }
 
-// Start starts a server of its own for tb, stopped when tb ends.
+// Start starts a server of its own for tb, stopped when tb ends. Its
+// ports are found free before its processes bind them, and another
+// process may take one in between (CI once saw the API server's taken by
+// a test beside it): a start that fails so is tried again on new ports,
+// startTries times in all.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	skipped(tb)
-	s, err := start(tb.TempDir())
+	var s *Server
+	var err error
+	for range startTries {
+		s, err = start(tb.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
 	failed(tb, err)
 	tb.Cleanup(s.Stop)
 	return s
 }
+
+// startTries is how many times Start tries to start a server whose port
+// was taken.
+const startTries = 3
 
 // skipped skips tb when EnvSkip is set.
 func skipped(tb testing.TB) {

@@ -84,6 +84,37 @@ func TestServerThatExitsFailsTheTestWithItsOutput(t *testing.T) {
 	}
 }
 
+// TestStartTriesATakenPortAgain: an API server that exits at start because
+// its port was taken between Start finding it free and the server binding
+// it is started again on new ports, startTries times in all, and then
+// fails the test with what it printed.
+func TestStartTriesATakenPortAgain(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	fake, starts := filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "starts")
+	script := "#!/bin/sh\necho start >>" + starts + "\n" +
+		"echo 'failed to listen on 127.0.0.1:40051: listen tcp 127.0.0.1:40051: bind: address already in use' >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvBinary, fake)
+	t.Setenv(EnvSkip, "")
+	r := &recorder{TB: t}
+	r.run(func(tb testing.TB) { Start(tb) })
+	if !strings.Contains(r.fatal, "address already in use") {
+		t.Errorf("Start failed the test with %q; want the server's output", r.fatal)
+	}
+	b, err := os.ReadFile(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "start"); n < 2 || n != startTries {
+		t.Errorf("the API server was started %d times; want %d (more than one)", n, startTries)
+	}
+}
+
 // TestRestartServesAtTheSameURL: after Kill and Restart of the API server,
 // and of its etcd, the server answers again at its URL, with the objects
 // it had.
