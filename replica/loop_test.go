@@ -660,9 +660,9 @@ func TestLoopStopWaitsForTheSuccessorsCommand(t *testing.T) {
 }
 
 // A leader stopped by a signal whose follower on this host took the name
-// at its end signal leaves the store alone for handOverLook after the end
-// signal, while the new command starts (on etcd, its reads during the start
-// slowed the hand-off), and reads no candidates before it waits for the
+// at its end signal leaves the store alone for successorQuiet after the
+// end signal, about the new command's start (on etcd, its reads during the
+// start slowed the hand-off), and reads no candidates before it waits for the
 // successor's command: the follower that took the name campaigned.
 func TestLoopHandedOverAtTheEndSignalLeavesTheStartAlone(t *testing.T) {
 	defer func(f func() (*samehost.EndSignal, error)) { newEndSignal = f }(newEndSignal)
