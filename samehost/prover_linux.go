@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -93,6 +94,13 @@ func (p *Prover) Prove(ctx context.Context, rec lease.Record, ending func()) (en
 	if end != nil {
 		go read(false)
 	}
+	// readOn reads on for the end word once this follower took the name
+	// at the stopping word, and only when the command's exit does not
+	// prove the tree gone by itself (it cannot be watched, or its cgroup
+	// still holds processes then): the other followers' copies of the
+	// stopping word, read one byte at a time, would take the CPU the old
+	// command's stop and the seize need.
+	readOn := sync.OnceFunc(func() { go read(true) })
 	// gone: once this follower took the name at the stopping word, the
 	// command's exit, with its whole tree gone, proves the tenure over
 	// without the holder's reap of it and its end word.
@@ -114,6 +122,7 @@ watch:
 			if why := treeGone(child, tree); why != nil {
 				if again == 100*time.Microsecond {
 					log.Debug("the leader's command exited, its tree not yet gone; looking again", "why", why)
+					readOn()
 				}
 				gone = make(chan struct{}, 1)
 				go func(gone chan<- struct{}, d time.Duration) {
@@ -137,11 +146,12 @@ watch:
 				}
 				log.Info("the leader on this host is stopping its command; taking the lease now, our command starts once that one is gone")
 				ending()
-				go read(true)
 				gone = make(chan struct{}, 1)
 				go func(gone chan<- struct{}) {
 					if child.wait(ctx) == nil {
 						gone <- struct{}{}
+					} else {
+						readOn()
 					}
 				}(gone)
 				continue

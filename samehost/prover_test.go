@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/lease"
 )
@@ -477,6 +479,50 @@ func TestProveTakesStoppingTenureOnceItsTreeIsGone(t *testing.T) {
 				t.Error("Prove returned while the sleeper runs")
 			}
 		})
+	}
+}
+
+// TestProveLeavesTheStoppingWordToOthers: the follower that took the name
+// at the stopping word reads no more of the end signal while the command's
+// exit can prove the end (the other followers' copies of the word, one
+// byte each, cost CPU the hand-off needs), so a follower that begins to
+// watch later still finds its copy of the word and learns at once, while
+// the command runs, that another takes the name.
+func TestProveLeavesTheStoppingWordToOthers(t *testing.T) {
+	ten := startTenure(t, shape{end: true})
+	told := make(chan struct{}, 1)
+	taker := proveEnding(t, t.Context(), record(ten.where), func() { told <- struct{}{} })
+	// The test's own reader of the FIFO, which reads nothing: it counts
+	// what the followers leave there.
+	fifo, err := unix.Open(ten.where.EndPath, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fifo)
+	if err := ten.holder.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-told:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower was not told at the stopping word that it may take the name")
+	}
+	late := proveEnding(t, t.Context(), record(ten.where), func() { t.Error("the late follower was told it may take the name") })
+	if r := returned(t, late, "the stopping word, which the late follower should have read"); r.ended || !errors.Is(r.err, elect.ErrOtherTakes) {
+		t.Fatalf("the late follower's Prove = %v, %v; want false, ErrOtherTakes", r.ended, r.err)
+	}
+	if !running(ten.command) {
+		t.Fatal("the command ended before the late follower's Prove returned; want it to return at the word")
+	}
+	time.Sleep(300 * time.Millisecond) // for reads that must not come
+	if n, err := unix.IoctlGetInt(fifo, unix.TIOCINQ); err != nil || n != endBytes-2 {
+		t.Fatalf("the end signal holds %d bytes (%v) while the command runs; want %d: the stopping word's copies less the taker's and the late follower's", n, err, endBytes-2)
+	}
+	if err := ten.holder.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if r := returned(t, taker, "the tenure ended"); !r.ended || r.err != nil {
+		t.Fatalf("the taker's Prove = %v, %v; want true, nil", r.ended, r.err)
 	}
 }
 
