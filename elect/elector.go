@@ -209,7 +209,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Tenure, error) {
 					// follower that claimed the end signal, whose
 					// command is starting: an Acquire now (a store
 					// write) would compete with that start.
-					if err := lease.Sleep(ctx, otherTakesQuiet); err != nil {
+					if err := lease.Sleep(ctx, StartQuiet); err != nil {
 						return nil, err
 					}
 				}

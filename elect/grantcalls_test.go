@@ -24,6 +24,7 @@ type callStore struct {
 	candidates int // Candidates calls
 	gets       int // Get calls
 	acquires   int // Acquire calls
+	waits      int // Wait calls
 }
 
 // call runs fn as one call in flight, made with ctx.
@@ -50,7 +51,7 @@ func (s *callStore) reset() (most, candidates int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	most, candidates = s.most, s.candidates
-	s.most, s.candidates, s.gets, s.acquires = s.inFlight, 0, 0, 0
+	s.most, s.candidates, s.gets, s.acquires, s.waits = s.inFlight, 0, 0, 0, 0
 	return most, candidates
 }
 
@@ -59,6 +60,13 @@ func (s *callStore) counts() (gets, acquires int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gets, s.acquires
+}
+
+// waitCount reports the Wait calls since the last reset.
+func (s *callStore) waitCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waits
 }
 
 // count adds one to the counter n.
@@ -91,6 +99,7 @@ func (s *callStore) Get(ctx context.Context, name string) (rec lease.Record, err
 }
 
 func (s *callStore) Wait(ctx context.Context, name string, seen lease.Record, timeout time.Duration) (err error) {
+	s.count(&s.waits)
 	s.call(ctx, func() { err = s.Memory.Wait(ctx, name, seen, timeout) })
 	return err
 }
@@ -183,8 +192,39 @@ func TestSeizeReadsTheCandidatesWhileTheOldCommandStops(t *testing.T) {
 // the change it wakes for) calls the store at once: each call competes
 // with that start for the host's CPU and the store's (without them,
 // etcd's hand-off went from 1.8x etcdctl lock's to 1.3-1.5x,
-// bench/findings.md). The follower campaigns again after the pause.
+// bench/findings.md). The follower campaigns again after the pause. Nor
+// does the new leader, whose command starts when Campaign returns: it
+// watches for step-down requests (a Wait, which reads the record first)
+// only StartQuiet later.
 func TestTakeoverFindsTheStoreQuiet(t *testing.T) {
+	t.Run("new leader", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			sc := newWordScene(t, nil)
+			s := &callStore{Memory: sc.m}
+			sc.b.Store = s
+			got := make(chan *elect.Tenure, 1)
+			go func() { got <- campaign(t, sc.b) }()
+			time.Sleep(time.Second)
+			synctest.Wait()
+			close(sc.p.stopping)
+			synctest.Wait()
+			close(sc.p.dead)
+			ten := <-got
+			s.reset()
+			time.Sleep(elect.StartQuiet - time.Millisecond)
+			synctest.Wait()
+			if n := s.waitCount(); n != 0 {
+				t.Errorf("the new leader waited on the store %d times within %v of Campaign's return; want none while its command starts", n, elect.StartQuiet)
+			}
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if s.waitCount() == 0 {
+				t.Errorf("the new leader did not watch for step-down requests %v after Campaign's return", elect.StartQuiet)
+			}
+			ten.Release(context.Background())
+			sc.a.Abandon()
+		})
+	})
 	t.Run("yielded leader", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &callStore{Memory: &leasetest.Memory{}}

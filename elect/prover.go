@@ -182,11 +182,15 @@ func (w *holderWatch) othersTake() bool {
 	}
 }
 
-// otherTakesQuiet is how long a follower that another one on the host
-// beat to the end signal leaves the store alone once the record changes,
-// before it campaigns again: about a new command's start. Should the
-// other fail to take the name, the leader's release comes later still.
-const otherTakesQuiet = 20 * time.Millisecond
+// StartQuiet is about a new command's start: how long, at a takeover, a
+// replica leaves the store alone before a call that can wait, so that the
+// call does not compete with that start for the host's CPU and the
+// store's. A follower that another one on the host beat to the end signal
+// waits so long once the record changes before it campaigns again (should
+// the other fail to take the name, the leader's release comes later
+// still), and a tenure that Campaign returns waits so long before it
+// watches for step-down requests (handOut).
+const StartQuiet = 20 * time.Millisecond
 
 // waitHeld waits, as Store.Wait does, for rec's tenure to change or for
 // timeout; with a watch, also for the point where the Seize may be tried

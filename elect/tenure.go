@@ -103,12 +103,18 @@ func (e *Elector) newTenure(rec lease.Record, sent time.Duration, external bool)
 }
 
 // handOut starts the watch for step-down requests (noticeStepDown) of a
-// tenure that Campaign returns. Not at the grant: its first read would
-// run beside the grant's own (deferGrant's), and a store with a pool of
-// connections would dial a second one on the hand-off's path. A request
-// made meanwhile shows in that first read.
+// tenure that Campaign returns, StartQuiet later. Not at the grant: its
+// first read would run beside the grant's own (deferGrant's), and a store
+// with a pool of connections would dial a second one on the hand-off's
+// path. Nor at once: every store's Wait reads the record first, and the
+// command starts when Campaign returns. A request made meanwhile shows in
+// that first read.
 func (t *Tenure) handOut() *Tenure {
-	go t.noticeStepDown()
+	go func() {
+		if lease.Sleep(t.ctx, StartQuiet) == nil {
+			t.noticeStepDown()
+		}
+	}()
 	return t
 }
 

@@ -21,7 +21,7 @@ const successorWait = 100 * time.Millisecond
 // with the successor's read, acquire and start for the store's CPU (and,
 // on a shared host, for the host's): the pause made PostgreSQL's hand-off
 // faster in alternating benchmark runs (bench/findings.md).
-const successorQuiet = 20 * time.Millisecond
+const successorQuiet = elect.StartQuiet
 
 // announceStop tells the followers on this host, through the tenure's end
 // signal, when a stop signal or a step-down that names no successor
