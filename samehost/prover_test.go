@@ -449,14 +449,7 @@ func TestProveTakesStoppingTenureOnceItsTreeIsGone(t *testing.T) {
 			ten := startTenure(t, shape{end: true})
 			told := make(chan struct{}, 1)
 			done := proveEnding(t, t.Context(), record(ten.where), func() { told <- struct{}{} })
-			if err := ten.holder.Process.Signal(syscall.SIGHUP); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-told:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the follower was not told at the stopping word that it may take the name")
-			}
+			sayStopping(t, ten, told)
 			tc.stop(ten)
 			waitUntil(t, "the command's exit", func() bool { return !running(ten.command) })
 			if tc.endAfter {
@@ -499,14 +492,7 @@ func TestProveLeavesTheStoppingWordToOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fifo)
-	if err := ten.holder.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-told:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follower was not told at the stopping word that it may take the name")
-	}
+	sayStopping(t, ten, told)
 	late := proveEnding(t, t.Context(), record(ten.where), func() { t.Error("the late follower was told it may take the name") })
 	if r := returned(t, late, "the stopping word, which the late follower should have read"); r.ended || !errors.Is(r.err, elect.ErrOtherTakes) {
 		t.Fatalf("the late follower's Prove = %v, %v; want false, ErrOtherTakes", r.ended, r.err)
@@ -523,6 +509,20 @@ func TestProveLeavesTheStoppingWordToOthers(t *testing.T) {
 	}
 	if r := returned(t, taker, "the tenure ended"); !r.ended || r.err != nil {
 		t.Fatalf("the taker's Prove = %v, %v; want true, nil", r.ended, r.err)
+	}
+}
+
+// sayStopping makes ten's holder write its stopping word, and waits until
+// a follower's Prove says so on told (its ending callback).
+func sayStopping(t *testing.T, ten *tenure, told <-chan struct{}) {
+	t.Helper()
+	if err := ten.holder.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-told:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower was not told at the stopping word that it may take the name")
 	}
 }
 
