@@ -17,11 +17,16 @@
 # CI mode; the table has no row without a patch. A patch that lacks any of
 # these is BROKEN: a new mutant comes with its documentation.
 #
-# The tests run with TMPDIR and GOTMPDIR set to a directory of this run's own.
-# After each mutant, the processes left over from it — those started since
-# this run began whose executable or working directory lies in that directory
-# (test binaries, their helpers, escaped grandchildren a broken sweep leaves)
-# — are killed by pid; nothing else on the machine is touched.
+# The catching tests run MUTANTS_JOBS mutants at a time (2 unless set), the
+# checkout untouched: each mutant's changed files are written apart and
+# handed to every go command of its tests through GOFLAGS=-overlay (tests
+# that build leaderrun or a helper inherit it), so that two mutants never
+# share a file. Each runs with TMPDIR and GOTMPDIR set to a directory of
+# its own; after it, the processes left over from it — those started since
+# this run began whose executable or working directory lies in that
+# directory (test binaries, their helpers, escaped grandchildren a broken
+# sweep leaves) — are killed by pid; nothing else on the machine is
+# touched.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 only=${MUTANTS:-}
@@ -64,26 +69,37 @@ startTime $$
 started=$st
 
 # killLeftovers kills, by pid, the processes started after this run whose
-# executable or working directory lies in this run's temporary directory.
-# Older processes are not looked at beyond their stat line, which ps reads
-# too: nothing of other sessions is touched.
+# executable or working directory lies in directory $1 (this run's
+# temporary directory when none is given). Older processes are not looked
+# at beyond their stat line, which ps reads too: nothing of other sessions
+# is touched.
 killLeftovers() {
-	local d pid st where n=0
+	local dir=${1:-$tmp/t} d pid st exe cwd n=0
 	for d in /proc/[0-9]*; do
 		pid=${d#/proc/}
 		[ "$pid" = $$ ] && continue
 		startTime "$pid"
 		[ -n "$st" ] && [ "$st" -ge "$started" ] || continue
-		where="$(readlink "$d/exe" 2>/dev/null) $(readlink "$d/cwd" 2>/dev/null)"
-		case "$where" in
-		*"$tmp/t"*) kill -9 "$pid" 2>/dev/null && n=$((n + 1)) ;;
+		exe=$(readlink "$d/exe" 2>/dev/null)
+		cwd=$(readlink "$d/cwd" 2>/dev/null)
+		case "$exe/ $cwd/" in
+		"$dir"/* | *" $dir"/*) kill -9 "$pid" 2>/dev/null && n=$((n + 1)) ;;
 		esac
 	done
 	[ "$n" -gt 0 ] && echo "    (killed $n leftover processes)"
 	return 0
 }
 
-finish() { restore; killLeftovers >/dev/null; rm -rf "$tmp/t"; }
+# The mutants whose tests run, by the pid of the job running them (a
+# process group of its own: set -m).
+declare -A running=()
+finish() {
+	local pid
+	for pid in "${!running[@]}"; do kill -9 -- "-$pid" 2>/dev/null; done
+	restore
+	killLeftovers >/dev/null
+	rm -rf "$tmp/t" "$tmp/o"
+}
 trap 'finish; exit 130' INT TERM
 trap finish EXIT
 
@@ -193,22 +209,52 @@ $ci && for p in "${patches[@]}"; do
 	fi
 done
 
-declare -A compiles
-for p in "${vetted[@]}"; do compiles[$p]=1; done
-for p in "${patches[@]}"; do # in name order
-	[ -n "${compiles[$p]:-}" ] || continue
-	name=$(basename "$p" .patch)
-	what=$(sed -n 's/^# what: //p' "$p")
-	cmd=$(sed -n 's/^# caught-by: //p' "$p")
-	mode=$(sed -n 's/^# ci: //p' "$p")
-	log=$logs/$name.log
-	if $ci && [ "$mode" = apply-only ]; then continue; fi
-	apply "$p"
-	start=$(date +%s)
-	TMPDIR=$tmp/t GOTMPDIR=$tmp/t bash -c "$cmd" >"$log" 2>&1
+# overlay writes the files patch $1 changes, as it changes them, under
+# $tmp/o/NAME, and an overlay file mapping each file of the checkout to
+# its changed copy (go help build, -overlay) at $tmp/o/NAME.json. The
+# checkout stays as it is.
+overlay() {
+	local name dir f sep=""
+	name=$(basename "$1" .patch)
+	dir=$tmp/o/$name
+	for f in $(sed -n 's|^+++ b/||p' "$1"); do
+		mkdir -p "$dir/$(dirname "$f")" && cp "$f" "$dir/$f" || return 1
+	done
+	# Outside any repository (GIT_CEILING_DIRECTORIES), git apply patches
+	# the files of the directory it runs in.
+	(cd "$dir" && GIT_CEILING_DIRECTORIES=$tmp/o git apply "$OLDPWD/$1") || return 1
+	{
+		printf '{"Replace": {'
+		for f in $(sed -n 's|^+++ b/||p' "$1"); do
+			printf '%s"%s": "%s"' "$sep" "$PWD/$f" "$dir/$f"
+			sep=", "
+		done
+		printf '}}\n'
+	} >"$dir.json"
+}
+
+# runMutant runs the catching tests of mutant $1 (command $2) against its
+# overlay, in a temporary directory of its own, and writes their exit
+# status and how long they took, in seconds, to $tmp/r/$1.
+runMutant() {
+	local start=$SECONDS rc
+	mkdir -p "$tmp/t/$1"
+	TMPDIR=$tmp/t/$1 GOTMPDIR=$tmp/t/$1 GOFLAGS="${GOFLAGS:+$GOFLAGS }-overlay=$tmp/o/$1.json" \
+		bash -c "$2" >"$logs/$1.log" 2>&1
 	rc=$?
-	took=$(($(date +%s) - start))
-	restore
+	echo "$rc $((SECONDS - start))" >"$tmp/r/$1"
+}
+
+# reap waits for one running mutant's tests to end, reports whether they
+# caught it, and kills what they left behind.
+reap() {
+	local pid name rc took what log
+	wait -n -p pid
+	name=${running[$pid]}
+	unset "running[$pid]"
+	log=$logs/$name.log
+	what=$(sed -n 's/^# what: //p' "testdata/mutants/$name.patch")
+	read -r rc took <"$tmp/r/$name" 2>/dev/null || rc=1 took=?
 	if grep -qE '\[(build|setup) failed\]' "$log"; then
 		printf '%-36s BROKEN   (tests do not build; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
@@ -220,8 +266,29 @@ for p in "${patches[@]}"; do # in name order
 		grep -E '^\s*--- FAIL' "$log" | head -5 | sed 's/^\s*/      /'
 		caught=$((caught + 1))
 	fi
-	killLeftovers
+	killLeftovers "$tmp/t/$name"
+}
+
+jobs=${MUTANTS_JOBS:-2}
+mkdir -p "$tmp/o" "$tmp/r"
+declare -A compiles
+for p in "${vetted[@]}"; do compiles[$p]=1; done
+set -m # each job a process group of its own, for finish to kill
+for p in "${patches[@]}"; do # started in name order
+	[ -n "${compiles[$p]:-}" ] || continue
+	name=$(basename "$p" .patch)
+	if $ci && [ "$(sed -n 's/^# ci: //p' "$p")" = apply-only ]; then continue; fi
+	if ! overlay "$p" >"$logs/$name.log" 2>&1; then
+		printf '%-36s BROKEN   (its overlay could not be written; see %s)\n' "$name" "$logs/$name.log"
+		broken=$((broken + 1))
+		continue
+	fi
+	while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
+	runMutant "$name" "$(sed -n 's/^# caught-by: //p' "$p")" &
+	running[$!]=$name
 done
+while [ "${#running[@]}" -gt 0 ]; do reap; done
+set +m
 if $ci; then
 	echo "mutants: $caught caught, $compiled compiled (apply-only), $survived survived, $broken broken (logs in $logs)"
 else
