@@ -214,10 +214,11 @@ done
 # its changed copy (go help build, -overlay) at $tmp/o/NAME.json. The
 # checkout stays as it is.
 overlay() {
-	local name dir f sep=""
+	local name dir files f sep=""
 	name=$(basename "$1" .patch)
 	dir=$tmp/o/$name
-	for f in $(sed -n 's|^+++ b/||p' "$1"); do
+	files=$(sed -n 's|^+++ b/||p' "$1")
+	for f in $files; do
 		mkdir -p "$dir/$(dirname "$f")" && cp "$f" "$dir/$f" || return 1
 	done
 	# Outside any repository (GIT_CEILING_DIRECTORIES), git apply patches
@@ -225,7 +226,7 @@ overlay() {
 	(cd "$dir" && GIT_CEILING_DIRECTORIES=$tmp/o git apply "$OLDPWD/$1") || return 1
 	{
 		printf '{"Replace": {'
-		for f in $(sed -n 's|^+++ b/||p' "$1"); do
+		for f in $files; do
 			printf '%s"%s": "%s"' "$sep" "$PWD/$f" "$dir/$f"
 			sep=", "
 		done
@@ -254,8 +255,10 @@ reap() {
 	unset "running[$pid]"
 	log=$logs/$name.log
 	what=$(sed -n 's/^# what: //p' "testdata/mutants/$name.patch")
-	read -r rc took <"$tmp/r/$name" 2>/dev/null || rc=1 took=?
-	if grep -qE '\[(build|setup) failed\]' "$log"; then
+	if ! read -r rc took <"$tmp/r/$name" 2>/dev/null; then
+		printf '%-36s BROKEN   (its tests ended without a result; see %s)\n' "$name" "$log"
+		broken=$((broken + 1))
+	elif grep -qE '\[(build|setup) failed\]' "$log"; then
 		printf '%-36s BROKEN   (tests do not build; see %s)\n' "$name" "$log"
 		broken=$((broken + 1))
 	elif [ "$rc" -eq 0 ]; then
