@@ -14,8 +14,11 @@ import (
 )
 
 // campaignIn campaigns for e in the background; the tenure, if any, comes
-// on the channel.
-func campaignIn(ctx context.Context, e *elect.Elector) <-chan *elect.Tenure {
+// on the channel. When the test ends the campaign is cancelled and a
+// tenure it won meanwhile (a holder the test released last may have let
+// it in) is released, so that no goroutine of it outlives the bubble.
+func campaignIn(t *testing.T, ctx context.Context, e *elect.Elector) <-chan *elect.Tenure {
+	ctx, cancel := context.WithCancel(ctx)
 	got := make(chan *elect.Tenure, 1)
 	go func() {
 		ten, err := e.Campaign(ctx)
@@ -24,6 +27,12 @@ func campaignIn(ctx context.Context, e *elect.Elector) <-chan *elect.Tenure {
 		}
 		close(got)
 	}()
+	t.Cleanup(func() {
+		cancel()
+		for ten := range got {
+			ten.Release(context.Background())
+		}
+	})
 	return got
 }
 
@@ -45,9 +54,9 @@ func TestFreeNameGoesToTheHigherPriority(t *testing.T) {
 			if loFirst {
 				first, second = loE, hiE
 			}
-			firstC := campaignIn(ctx, first)
+			firstC := campaignIn(t, ctx, first)
 			synctest.Wait()
-			secondC := campaignIn(ctx, second)
+			secondC := campaignIn(t, ctx, second)
 			synctest.Wait()
 			if err := old.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -92,7 +101,7 @@ func TestDeferralToADeadCandidateIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := newFakeClock()
-		ten := <-campaignIn(ctx, elector(m, "lo", clock))
+		ten := <-campaignIn(t, ctx, elector(m, "lo", clock))
 		if ten == nil {
 			t.Fatal("lo never took the name")
 		}
@@ -118,7 +127,7 @@ func TestIneligibleDefersToEligible(t *testing.T) {
 		if err := sick.SetIneligible(ctx, 5*time.Minute, "check failed"); err != nil {
 			t.Fatal(err)
 		}
-		campaignIn(ctx, sick)
+		campaignIn(t, ctx, sick)
 		synctest.Wait()
 		if rec, err := m.Get(ctx, "relay"); err != nil || rec.Successor != "well" {
 			t.Fatalf("record after sick's grant: %+v, %v; want it reserved for well", rec, err)
@@ -140,7 +149,7 @@ func TestPreemptAfterTheDelay(t *testing.T) {
 		p.Candidacy = lease.Candidacy{Priority: 1, Preempt: true}
 		p.PreemptDelay = 30 * time.Second
 		joined := clock.now()
-		got := campaignIn(ctx, p)
+		got := campaignIn(t, ctx, p)
 		<-leader.Context().Done()
 		if cause := context.Cause(leader.Context()); !errors.Is(cause, elect.ErrSteppedDown) {
 			t.Fatalf("leader's tenure ended with %v, want a step-down", cause)
@@ -175,7 +184,7 @@ func TestNoPreemptionWithoutTheFlagOrThePriority(t *testing.T) {
 			defer leader.Release(context.Background())
 			p := elector(m, "p", clock)
 			p.Candidacy, p.PreemptDelay = c, time.Second
-			campaignIn(ctx, p)
+			campaignIn(t, ctx, p)
 			time.Sleep(5 * time.Minute)
 			synctest.Wait()
 			if err := context.Cause(leader.Context()); err != nil {
@@ -239,7 +248,7 @@ func TestFollowerPublishesOnceAndAfterAGap(t *testing.T) {
 		defer leader.Release(context.Background())
 		f := elector(s, "f", clock)
 		f.Candidacy.Priority = 3
-		campaignIn(ctx, f)
+		campaignIn(t, ctx, f)
 		time.Sleep(10 * ttl)
 		synctest.Wait()
 		if n := s.n.Load(); n != 1 {
