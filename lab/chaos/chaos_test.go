@@ -282,6 +282,8 @@ func describe(rd *round) string {
 	}
 	if rd.gotNext {
 		s += fmt.Sprintf(": token %d started %v later", rd.next.token, rd.latency.Round(time.Millisecond))
+	} else if rd.wentOn && rd.healthEnd > 0 {
+		s += fmt.Sprintf(": no new child (the tenure went on until its command's health checks handed the name over %v later)", rd.healthEnd.Round(time.Millisecond))
 	} else if rd.wentOn {
 		s += ": no new child (the tenure went on)"
 	}

@@ -80,9 +80,13 @@ type round struct {
 	latency time.Duration // at → next.at
 	goneIn  time.Duration // healAt or at → the old tenure's last process gone (negative: gone before the heal)
 	// wentOn: after a transient fault, the old tenure went on.
-	wentOn  bool
-	gone    *watch // the old tenure's processes, watched from before the fault
-	orphans []proc // the old tenure's processes alive past their deadline (then killed)
+	wentOn bool
+	// healthEnd: after a transient fault the old tenure went on until its
+	// command's failed health checks handed the name over, this long
+	// after the fault (zero: they did not).
+	healthEnd time.Duration
+	gone      *watch // the old tenure's processes, watched from before the fault
+	orphans   []proc // the old tenure's processes alive past their deadline (then killed)
 	// endedBefore: the old tenure was already over (a renewal failed for
 	// the renew deadline, or a hand-off began) when the fault came, so its
 	// successor may start early.
@@ -436,6 +440,7 @@ func (c *cluster) follow(rd *round) {
 		}
 	}
 	<-gone
+	rd.survived(base)
 	switch {
 	case rd.gotNext:
 		rd.latency = rd.next.time().Sub(rd.at)
@@ -444,6 +449,28 @@ func (c *cluster) follow(rd *round) {
 		rd.d3 = fmt.Sprintf("no new child within %v of the fault: the partition is stuck", limit.Sub(rd.at))
 	default:
 		rd.problems = append(rd.problems, fmt.Sprintf("no new child within %v of the fault", limit.Sub(rd.at)))
+	}
+}
+
+// healthHandOverMsg is a leader's log line for a hand-over that its
+// command's failed health checks began.
+const healthHandOverMsg = "command unhealthy; handing the name over"
+
+// survived counts a tenure that a transient fault hit and its command's
+// health checks ended later (the flap of -chaos.health-flap, at random)
+// as one that went on: the fault did not end it, and the change that
+// followed is not the fault's to answer for. The bound of a new child
+// after the fault would otherwise hold a hand-over begun seconds later,
+// which may wait out a reservation for a successor that is gone.
+func (rd *round) survived(base time.Time) {
+	if !transient(rd.kind) || rd.wentOn {
+		return
+	}
+	for _, l := range readLog(rd.rep.logPath) {
+		if l.Token == rd.token && l.of(rd.part) && l.Msg == healthHandOverMsg && l.Time.After(base) {
+			rd.wentOn, rd.gotNext, rd.healthEnd = true, false, l.Time.Sub(rd.at)
+			return
+		}
 	}
 }
 
