@@ -42,7 +42,10 @@
 // check that fails at random (-chaos.health-flap, a fifth of the checks by
 // default, every 300 ms, 2 retries): an unhealthy leader hands the name
 // over, or restarts its command when no eligible standby is left, and the
-// same checks hold through it.
+// same checks hold through it. A tenure that a transient fault (ended
+// sessions, an outage) left alone and that such a hand-over ended later
+// counts as kept: the bound for a new child counts from a fault only when
+// the fault ended the tenure.
 //
 // Short mode (CI, about a minute for the package; every store, one name and
 // partitioned, at once):
