@@ -310,7 +310,11 @@ func TestDeadMemberOnThisHostLosesItsPartitionsAtOnce(t *testing.T) {
 		if prover.calls.Load() == 0 {
 			t.Fatal("b watches none of a's partitions")
 		}
-		// SIGKILL: a stops, the proof kills its work.
+		// SIGKILL: a stops, the proof kills its work. A round of a's is
+		// due at this very minute: it lands first, as a dead member's
+		// calls do, or, landing after b removed a from the group, it would
+		// make a a member again.
+		synctest.Wait()
 		mine := a.o.Held()
 		a.store.broken.Store(true)
 		for _, p := range mine {
