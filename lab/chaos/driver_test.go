@@ -461,7 +461,9 @@ const healthHandOverMsg = "command unhealthy; handing the name over"
 // as one that went on: the fault did not end it, and the change that
 // followed is not the fault's to answer for. The bound of a new child
 // after the fault would otherwise hold a hand-over begun seconds later,
-// which may wait out a reservation for a successor that is gone.
+// which may wait out a reservation for a successor that is gone. How long
+// the name then goes without a child, checkGaps bounds, whatever the
+// cause.
 func (rd *round) survived(base time.Time) {
 	if !transient(rd.kind) || rd.wentOn {
 		return
