@@ -196,6 +196,11 @@ func TestPIDNamespaceInitWithoutNonceExits(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	// The package's reaper, started by an earlier test's Start, reaps
+	// every child of this process: it is kept from this one until Wait
+	// has its status.
+	theReaper.mu.Lock()
+	defer theReaper.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
