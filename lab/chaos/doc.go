@@ -44,8 +44,8 @@
 // over, or restarts its command when no eligible standby is left, and the
 // same checks hold through it. A tenure that a transient fault (ended
 // sessions, an outage) left alone and that such a hand-over ended later
-// counts as kept: the bound for a new child counts from a fault only when
-// the fault ended the tenure.
+// counts as kept: the new child that follows answers to the bound on time
+// without a child, not to the bound that counts from the fault.
 //
 // Short mode (CI, about a minute for the package; every store, one name and
 // partitioned, at once):
